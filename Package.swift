@@ -1,0 +1,65 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "moonwire",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "moonwire", targets: ["moonwire"]),
+        .library(name: "MoonwireCore", targets: ["MoonwireCore"]),
+        .library(name: "MoonwireLua", targets: ["MoonwireLua"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLua",
+            pkgConfig: "lua5.4",
+            providers: [.apt(["liblua5.4-dev"])]
+        ),
+        .target(
+            name: "CLuaShim",
+            dependencies: ["CLua"]
+        ),
+        .target(
+            name: "MoonwireCore",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+            ]
+        ),
+        .target(
+            name: "MoonwireLua",
+            dependencies: ["CLua", "CLuaShim", "MoonwireCore"],
+            resources: [
+                .embedInCode("resources/prelude.lua"),
+            ]
+        ),
+        .executableTarget(
+            name: "moonwire",
+            dependencies: [
+                "MoonwireCore",
+                "MoonwireLua",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "moonwire-bench",
+            dependencies: ["MoonwireLua", "MoonwireCore"],
+            path: "bench/Sources/moonwire-bench"
+        ),
+        .testTarget(name: "MoonwireCoreTests", dependencies: ["MoonwireCore"]),
+        .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
+        .testTarget(name: "moonwireTests", dependencies: ["moonwire"]),
+    ]
+)

@@ -1,0 +1,78 @@
+#include "CLuaShim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char exit_sentinel;
+
+static int trampoline(lua_State *L) {
+    mw_swift_fn fn = (mw_swift_fn)lua_touserdata(L, lua_upvalueindex(1));
+    void *ctx = lua_touserdata(L, lua_upvalueindex(2));
+    int status = fn(L, ctx);
+    if (status >= 0) return status;
+    if (status == MW_RAISE_WHERE && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
+}
+
+void mw_push_swift_function(lua_State *L, mw_swift_fn fn, void *ctx) {
+    lua_pushlightuserdata(L, (void *)fn);
+    lua_pushlightuserdata(L, ctx);
+    lua_pushcclosure(L, trampoline, 2);
+}
+
+void mw_push_exit_sentinel(lua_State *L) { lua_pushlightuserdata(L, &exit_sentinel); }
+
+int mw_is_exit_sentinel(lua_State *L, int idx) {
+    return lua_type(L, idx) == LUA_TLIGHTUSERDATA && lua_touserdata(L, idx) == &exit_sentinel;
+}
+
+int mw_message_handler(lua_State *L) {
+    if (mw_is_exit_sentinel(L, 1)) return 1;
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+            msg = lua_tostring(L, -1);
+        } else {
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        }
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+int mw_pcall_traceback(lua_State *L, int nargs, int nresults) {
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, mw_message_handler);
+    lua_insert(L, base);
+    int status = lua_pcall(L, nargs, nresults, base);
+    lua_remove(L, base);
+    return status;
+}
+
+static void *allocator(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+static int panic(lua_State *L) {
+    const char *msg = lua_tostring(L, -1);
+    fprintf(stderr, "moonwire: unprotected Lua error: %s\n", msg ? msg : "(not a string)");
+    fflush(stderr);
+    abort();
+}
+
+lua_State *mw_newstate(void) {
+    lua_State *L = lua_newstate(allocator, NULL);
+    if (L != NULL) lua_atpanic(L, panic);
+    return L;
+}
