@@ -61,5 +61,6 @@ let package = Package(
         .testTarget(name: "MoonwireCoreTests", dependencies: ["MoonwireCore"]),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
         .testTarget(name: "moonwireTests", dependencies: ["moonwire"]),
-    ]
+    ],
+    swiftLanguageModes: [.v5]
 )

@@ -1,0 +1,111 @@
+import NIOCore
+
+/// One-shot and repeating timers on one event loop, fired in deadline order.
+///
+/// A single NIO scheduled task is armed for the earliest deadline, so thousands
+/// of timers cost one kernel timer. Repeating timers are anchored to their first
+/// deadline (tick *n* is due at `start + n * interval`), so late callbacks do not
+/// accumulate drift; ticks missed entirely while the loop was busy are skipped,
+/// not fired in a burst.
+///
+/// Not thread-safe: every method must be called on `eventLoop`.
+///
+/// ```swift
+/// let timers = TimerScheduler(eventLoop: loop)
+/// let id = timers.schedule(after: .milliseconds(10), every: .milliseconds(10)) { print("tick") }
+/// timers.cancel(id)
+/// ```
+public final class TimerScheduler {
+    public struct ID: Hashable, Sendable {
+        fileprivate let value: UInt64
+    }
+
+    private struct Timer {
+        var deadline: NIODeadline
+        var interval: TimeAmount?
+        var fire: () -> Void
+    }
+
+    public let eventLoop: EventLoop
+    private var timers: [ID: Timer] = [:]
+    private var queue = TimerQueue<ID>()
+    private var armed: (deadline: NIODeadline, task: Scheduled<Void>)?
+    private var nextID: UInt64 = 0
+
+    public init(eventLoop: EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    /// Timers scheduled and not yet fired (one-shot) or cancelled.
+    public var count: Int { timers.count }
+
+    /// Schedules `fire` after `delay`, then every `interval` if one is given.
+    @discardableResult
+    public func schedule(after delay: TimeAmount, every interval: TimeAmount? = nil, _ fire: @escaping () -> Void) -> ID {
+        eventLoop.preconditionInEventLoop()
+        let id = ID(value: nextID)
+        nextID &+= 1
+        let deadline = NIODeadline.now() + max(delay, .zero)
+        timers[id] = Timer(deadline: deadline, interval: interval.map { max($0, .nanoseconds(1)) }, fire: fire)
+        queue.insert(id, at: deadline)
+        rearm()
+        return id
+    }
+
+    /// Cancels a timer; returns false if it had already fired or been cancelled.
+    @discardableResult
+    public func cancel(_ id: ID) -> Bool {
+        eventLoop.preconditionInEventLoop()
+        return timers.removeValue(forKey: id) != nil
+    }
+
+    /// Cancels every timer.
+    public func cancelAll() {
+        timers.removeAll()
+        queue = TimerQueue()
+        armed?.task.cancel()
+        armed = nil
+    }
+
+    private func rearm() {
+        // Cancelled timers stay in the queue until they come up; drop them here so
+        // that the armed deadline is always a live one.
+        while let id = queue.first, timers[id] == nil {
+            queue.removeFirst()
+        }
+        guard let deadline = queue.firstDeadline else {
+            armed?.task.cancel()
+            armed = nil
+            return
+        }
+        if let armed, armed.deadline <= deadline { return }
+        armed?.task.cancel()
+        let task = eventLoop.scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.fireDue()
+        }
+        armed = (deadline, task)
+    }
+
+    private func fireDue() {
+        armed = nil
+        let now = NIODeadline.now()
+        while let id = queue.popFirst(dueBy: now) {
+            guard var timer = timers[id] else { continue }
+            if let interval = timer.interval {
+                var next = timer.deadline + interval
+                if next <= now {
+                    let missed = (now - timer.deadline).nanoseconds / interval.nanoseconds
+                    next = timer.deadline + .nanoseconds(interval.nanoseconds * (missed + 1))
+                }
+                timer.deadline = next
+                timers[id] = timer
+                queue.insert(id, at: next)
+            } else {
+                timers[id] = nil
+            }
+            timer.fire()
+        }
+        rearm()
+    }
+}

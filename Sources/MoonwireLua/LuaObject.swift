@@ -1,0 +1,56 @@
+import CLua
+import CLuaShim
+
+/// Swift objects handed to Lua as full userdata with a named metatable.
+///
+/// The userdata holds one retained reference; `__gc` (or an explicit release)
+/// gives it back, after which the userdata is an empty shell that the checks
+/// below refuse.
+extension LuaState {
+    /// Creates the metatable `name` with `__index` = the methods, plus `__gc`
+    /// that releases the Swift object and, if given, `__close`.
+    public func registerClass(
+        _ name: String, methods: [(String, mw_swift_fn)], close: mw_swift_fn?, context: UnsafeMutableRawPointer?
+    ) {
+        guard luaL_newmetatable(L, name) != 0 else {
+            pop()
+            return
+        }
+        push(functions: methods, context: context)
+        setField("__index", table: -2)
+        mw_pushcfunction(L, releaseObjectFunction)
+        setField("__gc", table: -2)
+        if let close {
+            push(function: close, context: context)
+            setField("__close", table: -2)
+        }
+        pop()
+    }
+
+    /// Pushes a new userdata of class `name` that keeps `object` alive.
+    public func push(object: AnyObject, class name: String) {
+        let slot = mw_newuserdata(L, MemoryLayout<UnsafeMutableRawPointer?>.size)!
+        slot.storeBytes(of: Unmanaged.passRetained(object).toOpaque(), as: UnsafeMutableRawPointer?.self)
+        mw_getmetatable_named(L, name)
+        lua_setmetatable(L, -2)
+    }
+
+    /// The object behind a userdata of class `name`, or nil (another type, or already released).
+    public func object<T: AnyObject>(at index: Int32, class name: String, as _: T.Type = T.self) -> T? {
+        guard let slot = luaL_testudata(L, index, name),
+            let pointer = slot.load(as: UnsafeMutableRawPointer?.self)
+        else { return nil }
+        return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as? T
+    }
+}
+
+/// `__gc` of every class: releases the Swift object once. Plain C-convention
+/// Swift with no Lua call that can raise, so it needs no trampoline.
+private let releaseObjectFunction: lua_CFunction = { L in
+    guard let L, let slot = lua_touserdata(L, 1),
+        let pointer = slot.load(as: UnsafeMutableRawPointer?.self)
+    else { return 0 }
+    slot.storeBytes(of: nil, as: UnsafeMutableRawPointer?.self)
+    Unmanaged<AnyObject>.fromOpaque(pointer).release()
+    return 0
+}

@@ -1,0 +1,89 @@
+import CLua
+import CLuaShim
+
+/// A Lua value copied into Swift: nil, booleans, integers, floats, byte strings
+/// (NULs and invalid UTF-8 kept) and tables.
+///
+/// ```swift
+/// lua.push(LuaValue.table([.text("op"): .text("login"), .integer(1): .boolean(true)]))
+/// let v = try lua.value(at: -1)
+/// ```
+public enum LuaValue: Hashable, Sendable {
+    case `nil`
+    case boolean(Bool)
+    case integer(Int64)
+    case number(Double)
+    case string([UInt8])
+    case table([LuaValue: LuaValue])
+
+    public static func text(_ s: String) -> LuaValue { .string(Array(s.utf8)) }
+}
+
+/// Why a Lua value could not be copied into Swift.
+public struct LuaConversionError: Error, CustomStringConvertible, Equatable {
+    public let description: String
+}
+
+extension LuaState {
+    /// Tables nested deeper than this are refused (this also catches cycles).
+    static let maxTableDepth = 64
+
+    public func push(_ value: LuaValue) {
+        switch value {
+        case .nil: pushNil()
+        case .boolean(let b): push(b)
+        case .integer(let i): lua_pushinteger(L, lua_Integer(i))
+        case .number(let d): push(d)
+        case .string(let bytes): push(bytes)
+        case .table(let entries):
+            _ = ensureStack(3)
+            lua_createtable(L, 0, Int32(min(entries.count, Int(Int32.max))))
+            for (key, element) in entries where key != .nil {
+                if case .number(let d) = key, d.isNaN { continue }
+                push(key)
+                push(element)
+                lua_rawset(L, -3)
+            }
+        }
+    }
+
+    /// Copies the value at `index`; functions, userdata, threads and over-deep tables throw.
+    public func value(at index: Int32) throws(LuaConversionError) -> LuaValue {
+        try value(at: lua_absindex(L, index), depth: 0)
+    }
+
+    private func value(at index: Int32, depth: Int) throws(LuaConversionError) -> LuaValue {
+        switch lua_type(L, index) {
+        case LUA_TNIL, LUA_TNONE: return .nil
+        case LUA_TBOOLEAN: return .boolean(boolean(at: index))
+        case LUA_TNUMBER:
+            if lua_isinteger(L, index) != 0 { return .integer(Int64(lua_tointegerx(L, index, nil))) }
+            return .number(mw_tonumber(L, index, nil))
+        case LUA_TSTRING: return .string(bytes(at: index) ?? [])
+        case LUA_TTABLE:
+            guard depth < Self.maxTableDepth, ensureStack(3) else {
+                throw LuaConversionError(description: "table nested too deep (or containing itself)")
+            }
+            var entries: [LuaValue: LuaValue] = [:]
+            lua_pushnil(L)
+            // lua_next only raises for a key that is not in the table; the keys
+            // here come from lua_next itself and are never converted in place.
+            while lua_next(L, index) != 0 {
+                let key: LuaValue
+                let element: LuaValue
+                do {
+                    key = try value(at: lua_absindex(L, -2), depth: depth + 1)
+                    element = try value(at: lua_absindex(L, -1), depth: depth + 1)
+                } catch {
+                    pop(2)
+                    throw error
+                }
+                entries[key] = element
+                pop()
+            }
+            return .table(entries)
+        default:
+            throw LuaConversionError(description: "cannot copy a \(typeName(at: index)) value")
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import CLua
+import CLuaShim
+import MoonwireCore
+import NIOCore
+
+/// A timer as Lua sees it (`mw.after` / `mw.every`): the callback and the
+/// userdata are held in the registry while the timer is pending, so a timer
+/// whose handle the script dropped still fires.
+final class LuaTimer {
+    static let className = "moonwire.timer"
+
+    var id: TimerScheduler.ID?
+    var callback: LuaReference?
+    var handle: LuaReference?
+}
+
+extension ScriptRuntime {
+    func registerTimerClass() {
+        let cancel: mw_swift_fn = { L, ctx in
+            LuaBinding.enter(L, ctx, "timer:cancel", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                guard let timer = args.lua.object(at: 1, class: LuaTimer.className, as: LuaTimer.self) else {
+                    throw args.typeError(1, expected: LuaTimer.className)
+                }
+                args.lua.push(rt.cancel(timer))
+                return 1
+            }
+        }
+        lua.registerClass(LuaTimer.className, methods: [("cancel", cancel)], close: cancel, context: context)
+    }
+
+    /// `mw.after(seconds, fn)` / `mw.every(seconds, fn)`: fn(timer) runs on the loop.
+    func schedule(_ args: LuaArguments, repeating: Bool) throws -> Int32 {
+        let seconds = try args.number(1)
+        try args.function(2)
+        guard seconds.isFinite, seconds >= 0, seconds < 1e9 else {
+            throw args.error(1, "seconds must be a number from 0 to 1e9")
+        }
+        guard !repeating || seconds > 0 else { throw args.error(1, "the interval must be more than 0 seconds") }
+        let lua = args.lua
+        let timer = LuaTimer()
+        lua.pushValue(2)
+        timer.callback = lua.reference()
+        lua.push(object: timer, class: LuaTimer.className)
+        lua.pushValue(-1)
+        timer.handle = lua.reference()
+        let delay = TimeAmount.nanoseconds(Int64(seconds * 1e9))
+        timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) { [unowned self] in
+            self.fire(timer, repeating: repeating)
+        }
+        return 1
+    }
+
+    private func fire(_ timer: LuaTimer, repeating: Bool) {
+        guard let callback = timer.callback, let handle = timer.handle else { return }
+        lua.push(callback)
+        lua.push(handle)
+        if !repeating { release(timer) }
+        callIntoLua(arguments: 1)
+    }
+
+    /// Returns true if the timer was still pending.
+    func cancel(_ timer: LuaTimer) -> Bool {
+        guard let id = timer.id else { return false }
+        timers.cancel(id)
+        release(timer)
+        return true
+    }
+
+    private func release(_ timer: LuaTimer) {
+        timer.id = nil
+        if let callback = timer.callback { lua.release(callback) }
+        if let handle = timer.handle { lua.release(handle) }
+        timer.callback = nil
+        timer.handle = nil
+    }
+}

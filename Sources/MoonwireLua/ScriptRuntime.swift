@@ -1,0 +1,181 @@
+import CLua
+import CLuaShim
+import Logging
+import MoonwireCore
+import NIOCore
+
+/// One Lua state driven by one event loop: the script, its timers and
+/// (later) its connections. Lua runs only on `eventLoop`; channel handlers and
+/// timers call into it directly there.
+///
+/// A script keeps running while anything is alive (a pending timer, an open
+/// resource); then `completion` succeeds with the exit code. An uncaught error
+/// in a callback is reported and ends the script with 1, unless `keepGoing`.
+///
+/// ```swift
+/// let runtime = ScriptRuntime(eventLoop: loop, options: .init(logger: logger))
+/// let code = try runtime.run(script: "bot.lua", arguments: ["--fast"]).wait()
+/// ```
+public final class ScriptRuntime: @unchecked Sendable {
+    public struct Options {
+        /// Log uncaught errors in callbacks and go on, instead of ending with exit code 1.
+        public var keepGoing = false
+        public var logger: Logger
+        /// Receives every uncaught Lua error: `file:line: message` and a traceback.
+        public var reportError: (String) -> Void
+
+        public init(keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr) {
+            self.keepGoing = keepGoing
+            self.logger = logger
+            self.reportError = reportError
+        }
+    }
+
+    /// Why a script could not start.
+    public enum StartError: Error, CustomStringConvertible {
+        /// The script does not compile: `file:line: message`.
+        case compile(String)
+
+        public var description: String {
+            switch self {
+            case .compile(let message): return message
+            }
+        }
+    }
+
+    public static let version = "0.1.0"
+
+    public let eventLoop: EventLoop
+    public let options: Options
+    let vm: LuaVM
+    var lua: LuaState { vm.state }
+    let timers: TimerScheduler
+    private let completionPromise: EventLoopPromise<Int32>
+    private var startMain: LuaReference?
+    private(set) var finished = false
+
+    /// The exit code, once the script has ended.
+    public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
+
+    var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    public init(eventLoop: EventLoop, options: Options) {
+        self.eventLoop = eventLoop
+        self.options = options
+        self.vm = LuaVM()
+        self.timers = TimerScheduler(eventLoop: eventLoop)
+        self.completionPromise = eventLoop.makePromise()
+        installModule()
+    }
+
+    deinit {
+        // A runtime dropped before its script ended must not leave the future hanging.
+        if !finished { completionPromise.fail(ChannelError.alreadyClosed) }
+    }
+
+    /// Compiles and starts a script; the future is the exit code, or fails with
+    /// `StartError.compile` before anything ran.
+    public func run(script path: String, arguments: [String]) -> EventLoopFuture<Int32> {
+        eventLoop.flatSubmit { [self] in
+            do throws(LuaError) {
+                try lua.load(file: path)
+            } catch {
+                return eventLoop.makeFailedFuture(StartError.compile(error.description))
+            }
+            start(arguments: [path] + arguments)
+            return completion
+        }
+    }
+
+    /// Compiles and starts a chunk given as source text (tests, embedding).
+    public func run(source: String, chunkName: String, arguments: [String] = []) -> EventLoopFuture<Int32> {
+        eventLoop.flatSubmit { [self] in
+            do throws(LuaError) {
+                try lua.load(source: Array(source.utf8), chunkName: "=" + chunkName)
+            } catch {
+                return eventLoop.makeFailedFuture(StartError.compile(error.description))
+            }
+            start(arguments: [chunkName] + arguments)
+            return completion
+        }
+    }
+
+    /// SIGINT / SIGTERM: stop timers, close what is open, end with 128 + signal.
+    public func shutdown(signal: Int32) {
+        eventLoop.execute { [self] in finish(128 + signal) }
+    }
+
+    /// The compiled main chunk is on top of the stack.
+    private func start(arguments: [String]) {
+        guard let startMain else { return }
+        lua.push(startMain)
+        mw_insert(lua.L, -2)
+        for argument in arguments { lua.push(argument) }
+        callIntoLua(arguments: Int32(1 + arguments.count))
+    }
+
+    /// Calls the function below `arguments` values on the main stack, then ends
+    /// the script if nothing is left alive.
+    func callIntoLua(arguments: Int32) {
+        guard !finished else {
+            lua.pop(arguments + 1)
+            return
+        }
+        do throws(LuaError) {
+            try lua.call(arguments: arguments, results: 0)
+        } catch .runtime(let message) {
+            uncaught(message)
+        } catch {
+            // mw.exit: already finishing.
+        }
+        if !finished && !isAlive { finish(0) }
+    }
+
+    var isAlive: Bool { timers.count > 0 }
+
+    /// An error nothing caught: report it, and end the script unless `keepGoing`.
+    /// Returns true when the script goes on.
+    @discardableResult
+    func uncaught(_ message: String) -> Bool {
+        options.reportError(message)
+        if options.keepGoing { return true }
+        finish(1)
+        return false
+    }
+
+    func finish(_ code: Int32) {
+        guard !finished else { return }
+        finished = true
+        timers.cancelAll()
+        // Complete after the Lua code on the stack now has unwound, so nobody
+        // acting on the exit code races the loop still running Lua.
+        eventLoop.execute { [completionPromise] in completionPromise.succeed(code) }
+    }
+
+    public static func writeToStderr(_ message: String) {
+        var bytes = Array((message + "\n").utf8)
+        _ = bytes.withUnsafeMutableBytes { fwrite($0.baseAddress, 1, $0.count, stderr) }
+    }
+
+    private func installModule() {
+        let resource = PackageResources.prelude_lua
+        do {
+            try lua.load(source: resource, chunkName: "@moonwire/prelude.lua")
+        } catch {
+            fatalError("moonwire: the built-in prelude does not compile: \(error)")
+        }
+        lua.push(functions: Self.hostFunctions, context: context)
+        mw_push_exit_sentinel(lua.L)
+        lua.setField("exit_sentinel", table: -2)
+        lua.push(Self.version)
+        lua.setField("version", table: -2)
+        do {
+            try lua.call(arguments: 1, results: 2)
+        } catch {
+            fatalError("moonwire: the built-in prelude failed: \(error)")
+        }
+        startMain = lua.reference()
+        lua.pop()
+        registerTimerClass()
+    }
+}

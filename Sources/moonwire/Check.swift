@@ -1,0 +1,30 @@
+import ArgumentParser
+import MoonwireLua
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check that scripts compile, without running them.",
+        discussion: "Every file's errors are reported as file:line: message; the exit code is 1 if any file has one."
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The Lua scripts to check.")
+    var scripts: [String]
+
+    func validate() throws {
+        if scripts.isEmpty { throw ValidationError("no script given; name one or more .lua files") }
+    }
+
+    func run() throws {
+        var failed = false
+        for script in scripts {
+            try ScriptFile.checkReadable(script)
+            if let message = LuaVM().state.compileError(file: script) {
+                global.reportError(message)
+                failed = true
+            }
+        }
+        if failed { throw ExitCode(1) }
+    }
+}
