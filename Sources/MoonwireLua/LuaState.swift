@@ -144,6 +144,13 @@ public struct LuaState {
         lua_rawget(L, t)
     }
 
+    /// Pushes the global `name` without metamethods.
+    public func getGlobal(_ name: String) {
+        lua_rawgeti(L, mw_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        getField(name, table: -1)
+        mw_remove(L, -2)
+    }
+
     public func setGlobal(_ name: String) {
         lua_rawgeti(L, mw_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         mw_insert(L, -2)

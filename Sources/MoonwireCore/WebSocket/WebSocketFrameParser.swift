@@ -1,0 +1,174 @@
+import NIOCore
+
+/// The fixed part of a WebSocket frame (RFC 6455 §5.2), as a client receives it.
+public struct WebSocketFrameHeader: Sendable, Hashable {
+    /// Last frame of its message.
+    public var fin: Bool
+    /// RSV1, used by permessage-deflate to flag a compressed message.
+    public var rsv1: Bool
+    /// RSV2; no extension we support defines it.
+    public var rsv2: Bool
+    /// RSV3; no extension we support defines it.
+    public var rsv3: Bool
+    /// The 4-bit opcode.
+    public var opcode: UInt8
+    /// Payload length in bytes, already checked against the parser's limit.
+    public var length: Int
+
+    /// True for close, ping and pong.
+    public var isControl: Bool { self.opcode & 0x8 != 0 }
+}
+
+/// A streaming parser of server-to-client WebSocket frames.
+///
+/// Unlike a whole-frame decoder it hands out payload as soon as bytes arrive, so a text
+/// message can be validated (and rejected) while it is still streaming in, and a frame
+/// that claims a huge length is refused from its header alone: the claimed length is never
+/// allocated.
+///
+/// States: `header` (collecting 2–10 header bytes, possibly across reads: the few bytes of
+/// a split header are kept in `partialHeader`) and `payload(remaining)`. Every frame yields
+/// one ``Event/header(_:)`` followed by one or more ``Event/payload(_:frameComplete:)``
+/// (exactly one, empty, for an empty frame). Payload chunks are slices of the input, never
+/// copies.
+///
+/// Checks made here are those that need no message context: masking (servers must not
+/// mask), unknown opcodes, control frames that are fragmented or longer than 125 bytes, and
+/// lengths above `maxPayload` or with the 64-bit length's top bit set.
+public struct WebSocketFrameParser: Sendable {
+    /// What the parser found next in the input.
+    public enum Event: Sendable, Equatable {
+        /// A new frame starts.
+        case header(WebSocketFrameHeader)
+        /// Some or all of the current frame's payload; `frameComplete` on its last chunk.
+        case payload(ByteBuffer, frameComplete: Bool)
+    }
+
+    private enum State: Sendable {
+        case header
+        case payload(remaining: Int)
+    }
+
+    private var state: State = .header
+    private var partialHeader: ByteBuffer?
+    /// Frames longer than this are refused with 1009 as soon as their header is read.
+    public var maxPayload: Int
+
+    /// Creates a parser that refuses frames longer than `maxPayload` bytes.
+    public init(maxPayload: Int) {
+        self.maxPayload = maxPayload
+    }
+
+    /// Consumes bytes from `buffer` and returns the next event, or nil when `buffer` holds
+    /// no more complete header or payload bytes. Call repeatedly until it returns nil.
+    public mutating func next(_ buffer: inout ByteBuffer) throws(WebSocketProtocolViolation) -> Event? {
+        switch self.state {
+        case .payload(let remaining):
+            if remaining == 0 {
+                self.state = .header
+                return .payload(buffer.readSlice(length: 0)!, frameComplete: true)
+            }
+            let available = buffer.readableBytes
+            guard available > 0 else { return nil }
+            let take = min(remaining, available)
+            let chunk = buffer.readSlice(length: take)!
+            let left = remaining - take
+            self.state = left == 0 ? .header : .payload(remaining: left)
+            return .payload(chunk, frameComplete: left == 0)
+
+        case .header:
+            guard let header = try self.readHeader(&buffer) else { return nil }
+            self.state = .payload(remaining: header.length)
+            return .header(header)
+        }
+    }
+
+    private mutating func readHeader(_ buffer: inout ByteBuffer) throws(WebSocketProtocolViolation) -> WebSocketFrameHeader? {
+        if var stash = self.partialHeader {
+            // A header split across reads: top the stash up with just enough new bytes.
+            let had = stash.readableBytes
+            let take = min(Self.maxHeaderSize - had, buffer.readableBytes)
+            stash.writeImmutableBuffer(buffer.getSlice(at: buffer.readerIndex, length: take)!)
+            let parsed = try stash.withUnsafeReadableBytes { bytes throws(WebSocketProtocolViolation) in
+                try self.parseHeader(bytes)
+            }
+            guard let (header, size) = parsed else {
+                buffer.moveReaderIndex(forwardBy: take)
+                self.partialHeader = stash
+                return nil
+            }
+            buffer.moveReaderIndex(forwardBy: size - had)
+            self.partialHeader = nil
+            return header
+        }
+        let parsed = try buffer.withUnsafeReadableBytes { bytes throws(WebSocketProtocolViolation) in
+            try self.parseHeader(bytes)
+        }
+        guard let (header, size) = parsed else {
+            if buffer.readableBytes > 0 {
+                var stash = ByteBuffer()
+                stash.reserveCapacity(Self.maxHeaderSize)
+                stash.writeBuffer(&buffer)
+                self.partialHeader = stash
+            }
+            return nil
+        }
+        buffer.moveReaderIndex(forwardBy: size)
+        return header
+    }
+
+    /// 2 fixed bytes + 8 for a 64-bit length; a mask key is refused before it matters.
+    private static let maxHeaderSize = 10
+
+    /// Parses a header at the start of `bytes`; nil when more bytes are needed.
+    private func parseHeader(_ bytes: UnsafeRawBufferPointer) throws(WebSocketProtocolViolation) -> (WebSocketFrameHeader, Int)? {
+        guard bytes.count >= 2 else { return nil }
+        let b0 = bytes[0]
+        let b1 = bytes[1]
+        let opcode = b0 & 0x0F
+        switch opcode {
+        case 0x0, 0x1, 0x2, 0x8, 0x9, 0xA:
+            break
+        default:
+            throw .protocolError("unknown opcode \(opcode)")
+        }
+        if b1 & 0x80 != 0 {
+            throw .protocolError("masked frame from server")
+        }
+        let fin = b0 & 0x80 != 0
+        let isControl = opcode & 0x8 != 0
+        if isControl && !fin {
+            throw .protocolError("fragmented control frame")
+        }
+        var length = Int(b1 & 0x7F)
+        var size = 2
+        if length == 126 {
+            guard bytes.count >= 4 else { return nil }
+            length = Int(bytes[2]) << 8 | Int(bytes[3])
+            size = 4
+        } else if length == 127 {
+            guard bytes.count >= 10 else { return nil }
+            var wide: UInt64 = 0
+            for i in 2..<10 { wide = wide << 8 | UInt64(bytes[i]) }
+            if wide & (1 << 63) != 0 {
+                throw .protocolError("frame length with the most significant bit set")
+            }
+            guard wide <= UInt64(self.maxPayload) else { throw .tooBig(self.maxPayload) }
+            length = Int(wide)
+            size = 10
+        }
+        if isControl && length > 125 {
+            throw .protocolError("control frame longer than 125 bytes")
+        }
+        guard length <= self.maxPayload else { throw .tooBig(self.maxPayload) }
+        let header = WebSocketFrameHeader(
+            fin: fin,
+            rsv1: b0 & 0x40 != 0,
+            rsv2: b0 & 0x20 != 0,
+            rsv3: b0 & 0x10 != 0,
+            opcode: opcode,
+            length: length
+        )
+        return (header, size)
+    }
+}

@@ -1,0 +1,149 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+
+/// Encodes client-to-server frames (RFC 6455 §5.2): header, mask key and masked payload in
+/// one contiguous buffer, so a message costs one allocation, one copy and one write.
+struct WebSocketFrameWriter {
+    private var masks = WebSocketMaskKeys()
+
+    /// The largest header a client frame can have: 2 + 8 (length) + 4 (mask key).
+    static let maxHeaderSize = 14
+
+    static func headerSize(payload: Int) -> Int {
+        (payload < 126 ? 2 : payload <= 0xFFFF ? 4 : 10) + 4
+    }
+
+    /// A new buffer holding the whole frame for `payload`.
+    mutating func frame(
+        opcode: UInt8,
+        fin: Bool = true,
+        rsv1: Bool = false,
+        payload: ByteBuffer,
+        allocator: ByteBufferAllocator
+    ) -> ByteBuffer {
+        let length = payload.readableBytes
+        let headerSize = Self.headerSize(payload: length)
+        var out = allocator.buffer(capacity: headerSize + length)
+        let key = self.masks.next()
+        out.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + length) { dst in
+            Self.writeHeader(into: dst, opcode: opcode, fin: fin, rsv1: rsv1, length: length, key: key)
+            payload.withUnsafeReadableBytes { src in
+                Self.mask(src, into: UnsafeMutableRawBufferPointer(rebasing: dst[headerSize...]), key: key)
+            }
+            return headerSize + length
+        }
+        return out
+    }
+
+    /// Turns `buffer`'s readable bytes into a frame in place, writing the header into the
+    /// free space in front of them (at least ``maxHeaderSize`` bytes must be there). Used
+    /// for freshly compressed payloads, which nobody else holds.
+    mutating func frameInPlace(opcode: UInt8, fin: Bool, rsv1: Bool, buffer: inout ByteBuffer) {
+        let length = buffer.readableBytes
+        let headerSize = Self.headerSize(payload: length)
+        precondition(buffer.readerIndex >= headerSize, "no room for the frame header")
+        let key = self.masks.next()
+        let start = buffer.readerIndex - headerSize
+        buffer.moveReaderIndex(to: start)
+        buffer.withUnsafeMutableReadableBytes { all in
+            Self.writeHeader(into: all, opcode: opcode, fin: fin, rsv1: rsv1, length: length, key: key)
+            let payload = UnsafeMutableRawBufferPointer(rebasing: all[headerSize...])
+            Self.mask(UnsafeRawBufferPointer(payload), into: payload, key: key)
+        }
+    }
+
+    private static func writeHeader(
+        into dst: UnsafeMutableRawBufferPointer,
+        opcode: UInt8,
+        fin: Bool,
+        rsv1: Bool,
+        length: Int,
+        key: UInt32
+    ) {
+        dst[0] = (fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | opcode
+        var i: Int
+        if length < 126 {
+            dst[1] = 0x80 | UInt8(length)
+            i = 2
+        } else if length <= 0xFFFF {
+            dst[1] = 0x80 | 126
+            dst[2] = UInt8(length >> 8)
+            dst[3] = UInt8(length & 0xFF)
+            i = 4
+        } else {
+            dst[1] = 0x80 | 127
+            for shift in stride(from: 56, through: 0, by: -8) {
+                dst[2 + (56 - shift) / 8] = UInt8((UInt64(length) >> UInt64(shift)) & 0xFF)
+            }
+            i = 10
+        }
+        withUnsafeBytes(of: key) { keyBytes in
+            for k in 0..<4 { dst[i + k] = keyBytes[k] }
+        }
+        i += 4
+    }
+
+    /// XORs `src` with the repeating 4-byte `key` (in memory order) into `dst`, which may
+    /// be the same memory. Works a machine word at a time.
+    static func mask(_ src: UnsafeRawBufferPointer, into dst: UnsafeMutableRawBufferPointer, key: UInt32) {
+        let count = src.count
+        guard count > 0, let s = src.baseAddress, let d = dst.baseAddress else { return }
+        // The key's bytes in memory order, twice, viewed as a native word.
+        let wide = UInt64(key) | UInt64(key) << 32
+        var i = 0
+        while i + 8 <= count {
+            let word = s.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            d.storeBytes(of: word ^ wide, toByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        withUnsafeBytes(of: key) { keyBytes in
+            while i < count {
+                d.storeBytes(of: s.load(fromByteOffset: i, as: UInt8.self) ^ keyBytes[i & 3], toByteOffset: i, as: UInt8.self)
+                i += 1
+            }
+        }
+    }
+}
+
+/// Masking keys from the system's entropy source (RFC 6455 §5.3 asks for unpredictable
+/// keys), read in batches so a key does not cost a system call.
+struct WebSocketMaskKeys {
+    private var pool: [UInt32] = []
+    private var next_ = 0
+    private static let batch = 1024
+
+    mutating func next() -> UInt32 {
+        if self.next_ == self.pool.count {
+            self.refill()
+        }
+        defer { self.next_ += 1 }
+        return self.pool[self.next_]
+    }
+
+    private mutating func refill() {
+        if self.pool.isEmpty {
+            self.pool = [UInt32](repeating: 0, count: Self.batch)
+        }
+        let filled = self.pool.withUnsafeMutableBytes { bytes -> Bool in
+            let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            var done = 0
+            while done < bytes.count {
+                let n = read(fd, bytes.baseAddress! + done, bytes.count - done)
+                if n <= 0 { return false }
+                done += n
+            }
+            return true
+        }
+        if !filled {
+            var rng = SystemRandomNumberGenerator()
+            for i in self.pool.indices { self.pool[i] = rng.next() }
+        }
+        self.next_ = 0
+    }
+}

@@ -1,0 +1,81 @@
+import Logging
+import MoonwireCore
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import MoonwireLua
+
+/// Runs Lua source in a real ScriptRuntime on a real event loop and lets a test
+/// read the script's globals afterwards.
+final class ScriptHarness: @unchecked Sendable {
+    let runtime: ScriptRuntime
+    private(set) var errors: [String] = []
+
+    init(keepGoing: Bool = false) {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let logger = Logger(label: "test") { _ in MoonwireLogHandler(level: .error, format: .text, colors: false) }
+        let errorsBox = ErrorBox()
+        runtime = ScriptRuntime(
+            eventLoop: loop,
+            options: .init(keepGoing: keepGoing, logger: logger, reportError: { errorsBox.messages.append($0) })
+        )
+        self.errorBox = errorsBox
+    }
+
+    private let errorBox: ErrorBox
+
+    var reported: [String] { errorBox.messages }
+
+    /// Runs the chunk to its end; the exit code.
+    @discardableResult
+    func run(_ source: String, name: String = "test.lua", arguments: [String] = []) throws -> Int32 {
+        try runtime.run(source: source, chunkName: name, arguments: arguments).wait()
+    }
+
+    /// A global of the script, copied into Swift.
+    func global(_ name: String) throws -> LuaValue {
+        try runtime.eventLoop.submit { [runtime] in
+            let lua = runtime.lua
+            lua.getGlobal(name)
+            defer { lua.pop() }
+            return try lua.value(at: -1)
+        }.wait()
+    }
+
+    /// Runs `body` on the loop with the main stack.
+    func onLoop<T>(_ body: @escaping (LuaState) throws -> T) throws -> T {
+        try runtime.eventLoop.submit { [runtime] in try body(runtime.lua) }.wait()
+    }
+}
+
+final class ErrorBox: @unchecked Sendable {
+    var messages: [String] = []
+}
+
+extension LuaValue {
+    /// The elements 1...n of a sequence table.
+    var sequence: [LuaValue] {
+        guard case .table(let t) = self else { return [] }
+        var out: [LuaValue] = []
+        var i: Int64 = 1
+        while let v = t[.integer(i)] {
+            out.append(v)
+            i += 1
+        }
+        return out
+    }
+
+    var text: String? {
+        if case .string(let b) = self { return String(decoding: b, as: UTF8.self) }
+        return nil
+    }
+
+    var double: Double? {
+        switch self {
+        case .number(let d): return d
+        case .integer(let i): return Double(i)
+        default: return nil
+        }
+    }
+}
