@@ -18,9 +18,10 @@ struct Check: ParsableCommand {
 
     func run() throws {
         var failed = false
+        let vm = LuaVM()
         for script in scripts {
             try ScriptFile.checkReadable(script)
-            if let message = LuaVM().state.compileError(file: script) {
+            if let message = withExtendedLifetime(vm, { vm.state.compileError(file: script) }) {
                 global.reportError(message)
                 failed = true
             }

@@ -8,6 +8,7 @@ import Testing
 @Suite struct LuaBridgeTests {
     @Test func valuesRoundTripThroughSwift() throws {
         let vm = LuaVM()
+        defer { withExtendedLifetime(vm) {} }
         let lua = vm.state
         let binary: [UInt8] = [0, 0xff, 0xfe, 0x41, 0, 0xc3, 0x28, 0xed, 0xa0, 0x80]
         let original: LuaValue = .table([
@@ -52,6 +53,7 @@ import Testing
 
     @Test func cyclicTablesAreRefusedNotFollowed() throws {
         let vm = LuaVM()
+        defer { withExtendedLifetime(vm) {} }
         try vm.state.load(source: Array("local t = {} t.self = t return t".utf8), chunkName: "=cycle")
         try vm.state.call(arguments: 0, results: 1)
         #expect(throws: LuaConversionError.self) { try vm.state.value(at: -1) }

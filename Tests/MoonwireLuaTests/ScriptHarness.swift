@@ -13,7 +13,9 @@ final class ScriptHarness: @unchecked Sendable {
     private(set) var errors: [String] = []
 
     init(keepGoing: Bool = false) {
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        // A loop of its own, so that a test busy in Lua does not delay another's timers.
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
         let logger = Logger(label: "test") { _ in MoonwireLogHandler(level: .error, format: .text, colors: false) }
         let errorsBox = ErrorBox()
         runtime = ScriptRuntime(
@@ -24,6 +26,11 @@ final class ScriptHarness: @unchecked Sendable {
     }
 
     private let errorBox: ErrorBox
+    private let group: MultiThreadedEventLoopGroup
+
+    deinit {
+        group.shutdownGracefully { _ in }
+    }
 
     var reported: [String] { errorBox.messages }
 

@@ -39,9 +39,10 @@ import Testing
             let due = Double(i + 1) * 0.01
             #expect(t >= due - 0.001, "tick \(i + 1) early: \(t)")
         }
-        // With drift each of the 100 ticks would add its 2 ms of work: 200 ms late.
+        // With drift each of the 100 ticks would add its 2 ms of work and its
+        // wake-up latency: over 200 ms late at tick 100.
         let lateness = (ticks.last ?? 0) - 1.0
-        #expect(lateness < 0.05, "tick 100 came \(lateness) s late")
+        #expect(lateness < 0.1, "tick 100 came \(lateness) s late")
     }
 
     @Test func sleepInterleavesCoroutines() throws {

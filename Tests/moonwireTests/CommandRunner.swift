@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+
+/// Runs the built `moonwire` executable as a user would, capturing everything.
+struct CommandRunner {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// The package's root folder, for examples/ and fixtures.
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// `moonwire` sits beside the test bundle in the build folder.
+    static let executable: URL = {
+        let me = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        var dir = me.deletingLastPathComponent()
+        while dir.path != "/" {
+            let candidate = dir.appendingPathComponent("moonwire")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return me.deletingLastPathComponent().appendingPathComponent("moonwire")
+    }()
+
+    static func process(_ arguments: [String]) -> (Process, Pipe, Pipe) {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = packageRoot
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        return (process, out, err)
+    }
+
+    static func run(_ arguments: String...) throws -> Result {
+        try run(arguments)
+    }
+
+    static func run(_ arguments: [String]) throws -> Result {
+        let (process, out, err) = process(arguments)
+        try process.run()
+        // Read both pipes to their end before waiting, so a chatty child cannot block on a full pipe.
+        let stderrData = DataBox()
+        let group = DispatchGroup()
+        group.enter()
+        DispatchQueue.global().async {
+            stderrData.data = err.fileHandleForReading.readDataToEndOfFile()
+            group.leave()
+        }
+        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            stdout: String(decoding: stdoutData, as: UTF8.self),
+            stderr: String(decoding: stderrData.data, as: UTF8.self)
+        )
+    }
+
+    /// Writes a throwaway script and returns its path.
+    static func script(_ name: String, _ source: String) throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-cli-tests-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let file = dir.appendingPathComponent(name)
+        try source.write(to: file, atomically: true, encoding: .utf8)
+        return file.path
+    }
+}
+
+private final class DataBox: @unchecked Sendable {
+    var data = Data()
+}

@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+
+@Suite struct RunCommandTests {
+    @Test func helloExample() throws {
+        let r = try CommandRunner.run("run", "examples/hello.lua", "moon")
+        #expect(r.status == 0)
+        #expect(r.stdout == "hello, moon\n{\"greeting\":\"moon\"}\n6d6f6f6e\tbW9vbg==\n")
+        #expect(r.stderr.contains("INFO  moonwire 0.1.0 on Lua 5.4"))
+    }
+
+    @Test func timersExample() throws {
+        let r = try CommandRunner.run("run", "examples/timers.lua")
+        #expect(r.status == 0)
+        #expect(r.stdout == "tick 1\nworker woke 1\ntick 2\nafter 250 ms\ntick 3\nworker woke 2\n")
+    }
+
+    @Test func uncaughtErrorPrintsLocationAndTracebackThenExitsOne() throws {
+        let path = try CommandRunner.script("boom.lua", """
+            local function explode() error("boom") end
+            mw.after(0.01, function() explode() end)
+            mw.after(5, function() print("not reached") end)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 1)
+        #expect(r.stdout == "")
+        let lines = r.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == "\(path):1: boom")
+        #expect(lines.dropFirst().first == "stack traceback:")
+        #expect(r.stderr.contains("\(path):2: in function <\(path):2>"))
+    }
+
+    @Test func keepGoingLogsErrorsAndGoesOn() throws {
+        let path = try CommandRunner.script("flaky.lua", """
+            local n = 0
+            mw.every(0.005, function(t)
+              n = n + 1
+              if n == 3 then t:cancel() print("done after " .. n) end
+              if n < 3 then error("tick " .. n .. " failed") end
+            end)
+            """)
+        let r = try CommandRunner.run("run", "--keep-going", path)
+        #expect(r.status == 0)
+        #expect(r.stdout == "done after 3\n")
+        #expect(r.stderr.contains("\(path):5: tick 1 failed"))
+        #expect(r.stderr.contains("\(path):5: tick 2 failed"))
+    }
+
+    @Test func syntaxErrorExitsOneBeforeAnythingRuns() throws {
+        let path = try CommandRunner.script("broken.lua", "print('ran')\nlocal x = = 1\n")
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 1)
+        #expect(r.stdout == "")
+        #expect(r.stderr.hasPrefix("\(path):2: unexpected symbol near '='"))
+    }
+
+    @Test func exitCodeFromTheScript() throws {
+        let path = try CommandRunner.script("exit.lua", "mw.every(1, print)\nmw.after(0, function() mw.exit(3) end)\n")
+        #expect(try CommandRunner.run("run", path).status == 3)
+    }
+
+    @Test func jsonLogFormat() throws {
+        let path = try CommandRunner.script("log.lua", "mw.log.warn('disk %d%% full', 93)\n")
+        let r = try CommandRunner.run("run", "--log-format", "json", path)
+        #expect(r.status == 0)
+        let object = try JSONSerialization.jsonObject(with: Data(r.stderr.utf8)) as? [String: Any]
+        #expect(object?["level"] as? String == "warning")
+        #expect(object?["message"] as? String == "disk 93% full")
+    }
+
+    @Test func quietHidesInfo() throws {
+        let path = try CommandRunner.script("quiet.lua", "mw.log.info('chatty')\nmw.log.error('bad')\n")
+        let r = try CommandRunner.run("run", "-q", path)
+        #expect(!r.stderr.contains("chatty"))
+        #expect(r.stderr.contains("bad"))
+    }
+
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func signalsEndTheScript(signal: Int32, expected: Int32) throws {
+        let path = try CommandRunner.script("forever.lua", "mw.every(0.5, function() end)\nprint('ready')\nio.stdout:flush()\n")
+        let (process, out, _) = CommandRunner.process(["run", path])
+        try process.run()
+        // Wait for the script to say it runs, then signal it.
+        var seen = Data()
+        while !String(decoding: seen, as: UTF8.self).contains("ready") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == expected)
+    }
+}
