@@ -55,7 +55,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "moonwire-bench",
-            dependencies: ["MoonwireLua", "MoonwireCore"],
+            dependencies: ["MoonwireLua", "CLuaShim"],
             path: "bench/Sources/moonwire-bench"
         ),
         .testTarget(name: "MoonwireCoreTests", dependencies: ["MoonwireCore"]),

@@ -1,1 +1,67 @@
-print("bench")
+// Micro-benchmarks of the Lua bridge: the cost of one Lua -> Swift call and of
+// one Swift -> Lua callback, in nanoseconds. Run in release:
+//   swift run -c release moonwire-bench [iterations]
+import CLuaShim
+import Foundation
+import MoonwireLua
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func seconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+final class Counter {
+    var calls = 0
+}
+
+let iterations = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 5_000_000
+let vm = LuaVM()
+let lua = vm.state
+let counter = Counter()
+
+// A Swift binding as every mw function is built: trampoline, argument check, result.
+lua.push(function: { L, ctx in
+    LuaBinding.enter(L, ctx, "bench.swift", as: Counter.self) { counter, args in
+        counter.calls += Int(try args.integer(1))
+        return 0
+    }
+}, context: Unmanaged.passUnretained(counter).toOpaque())
+lua.setGlobal("swift_fn")
+
+func runLua(_ source: String) -> Double {
+    try! lua.load(source: Array(source.utf8), chunkName: "=bench")
+    lua.push(iterations)
+    let start = seconds()
+    try! lua.call(arguments: 1, results: 0)
+    return seconds() - start
+}
+
+// The loop and a call to a Lua function, to subtract from the Swift call.
+let luaCall = runLua("local n = ... local function f(x) end for i = 1, n do f(1) end")
+let swiftCall = runLua("local n = ... local f = swift_fn for i = 1, n do f(1) end")
+precondition(counter.calls == iterations)
+
+// Swift -> Lua: what a timer or a message does, a registry lookup, one argument, pcall with traceback handler.
+try! lua.load(source: Array("local count = 0 return function(x) count = count + x end".utf8), chunkName: "=callback")
+try! lua.call(arguments: 0, results: 1)
+let callback = lua.reference()
+let start = seconds()
+for _ in 0..<iterations {
+    lua.push(callback)
+    lua.push(1)
+    try! lua.call(arguments: 1, results: 0)
+}
+let callbackTime = seconds() - start
+
+func ns(_ t: Double) -> String { String(format: "%.1f", t / Double(iterations) * 1e9) }
+print("iterations: \(iterations)")
+print("lua -> swift call:      \(ns(swiftCall)) ns/call (a Lua -> Lua call in the same loop: \(ns(luaCall)) ns)")
+print("lua -> swift overhead:  \(ns(swiftCall - luaCall)) ns/call")
+print("swift -> lua callback:  \(ns(callbackTime)) ns/call")
+withExtendedLifetime(vm) {}
+withExtendedLifetime(counter) {}

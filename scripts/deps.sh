@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what moonwire needs to build and run on Debian 12, if it is missing:
+# Lua 5.4 (headers and library), lua-cjson, lua-luassert, pkg-config.
+# Swift itself must already be on PATH (https://www.swift.org/install/linux/).
+set -euo pipefail
+
+need=()
+pkg-config --exists lua5.4 2>/dev/null || need+=(liblua5.4-dev pkg-config)
+[ -e /usr/lib/x86_64-linux-gnu/lua/5.4/cjson.so ] || [ -n "$(find /usr/lib -path '*lua/5.4/cjson.so' 2>/dev/null | head -1)" ] || need+=(lua-cjson)
+[ -d /usr/share/lua/5.4/luassert ] || need+=(lua-luassert)
+if ! command -v swift >/dev/null 2>&1; then
+    echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2
+    exit 1
+fi
+
+if [ ${#need[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "moonwire: installing ${need[*]}" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
