@@ -1,4 +1,4 @@
-import MoonwireCore
+@testable import MoonwireCore
 import Testing
 
 @Suite struct BinaryTextTests {
