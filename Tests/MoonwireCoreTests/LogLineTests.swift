@@ -12,7 +12,7 @@ import Testing
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
         #expect(object["message"] == "quote \" tab \t nl \n bell \u{7}")
         #expect(object["conn"] == "#1")
-        #expect(object["time"] == "2026-11-19T08:26:40.007Z")
+        #expect(object["time"] == "2026-11-18T11:06:40.007Z")
         #expect(!line.contains("\n"))
     }
 
