@@ -43,6 +43,7 @@ let package = Package(
             dependencies: ["CLua", "CLuaShim", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude.lua"),
+                .embedInCode("resources/test_runner.lua"),
             ]
         ),
         .executableTarget(
@@ -60,7 +61,7 @@ let package = Package(
         ),
         .testTarget(name: "MoonwireCoreTests", dependencies: ["MoonwireCore"]),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
-        .testTarget(name: "moonwireTests", dependencies: ["moonwire"]),
+        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures"]),
     ],
     swiftLanguageModes: [.v5]
 )

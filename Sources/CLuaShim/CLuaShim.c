@@ -1,5 +1,6 @@
 #include "CLuaShim.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,3 +77,26 @@ lua_State *mw_newstate(void) {
     if (L != NULL) lua_atpanic(L, panic);
     return L;
 }
+
+/* The hook runs every this many VM instructions: rare enough to cost nothing
+ * measurable, often enough to stop a runaway loop within microseconds. */
+#define WATCHDOG_INSTRUCTIONS 10000
+
+static void watchdog_hook(lua_State *L, lua_Debug *ar) {
+    _Atomic int *flag = *(_Atomic int **)lua_getextraspace(L);
+    if (flag != NULL && atomic_exchange(flag, 0)) {
+        lua_getinfo(L, "Sl", ar);
+        luaL_error(L, "%s:%d: timed out: still running without ever yielding (an endless loop?)",
+                   ar->short_src, ar->currentline);
+    }
+}
+
+void mw_watchdog_install(lua_State *L, int *flag) {
+    /* New threads copy the main thread's extra space and hook. */
+    *(_Atomic int **)lua_getextraspace(L) = (_Atomic int *)flag;
+    lua_sethook(L, watchdog_hook, LUA_MASKCOUNT, WATCHDOG_INSTRUCTIONS);
+}
+
+void mw_watchdog_trigger(int *flag) { atomic_store((_Atomic int *)flag, 1); }
+
+void mw_watchdog_reset(int *flag) { atomic_store((_Atomic int *)flag, 0); }

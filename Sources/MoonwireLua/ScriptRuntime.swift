@@ -52,6 +52,8 @@ public final class ScriptRuntime: @unchecked Sendable {
     let timers: TimerScheduler
     private let completionPromise: EventLoopPromise<Int32>
     private var startMain: LuaReference?
+    /// The prelude's internals table, for the test runner.
+    private(set) var preludeInternals: LuaReference?
     private(set) var finished = false
 
     /// The exit code, once the script has ended.
@@ -89,13 +91,18 @@ public final class ScriptRuntime: @unchecked Sendable {
 
     /// Compiles and starts a chunk given as source text (tests, embedding).
     public func run(source: String, chunkName: String, arguments: [String] = []) -> EventLoopFuture<Int32> {
+        run(chunk: Array(source.utf8), name: "=" + chunkName, scriptName: chunkName, arguments: arguments)
+    }
+
+    /// `name` is Lua's chunk name: "@file" or "=label".
+    func run(chunk: [UInt8], name: String, scriptName: String, arguments: [String]) -> EventLoopFuture<Int32> {
         eventLoop.flatSubmit { [self] in
             do throws(LuaError) {
-                try lua.load(source: Array(source.utf8), chunkName: "=" + chunkName)
+                try lua.load(source: chunk, chunkName: name)
             } catch {
                 return eventLoop.makeFailedFuture(StartError.compile(error.description))
             }
-            start(arguments: [chunkName] + arguments)
+            start(arguments: [scriptName] + arguments)
             return completion
         }
     }
@@ -170,10 +177,11 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.push(Self.version)
         lua.setField("version", table: -2)
         do {
-            try lua.call(arguments: 1, results: 2)
+            try lua.call(arguments: 1, results: 3)
         } catch {
             fatalError("moonwire: the built-in prelude failed: \(error)")
         }
+        preludeInternals = lua.reference()
         startMain = lua.reference()
         lua.pop()
         registerTimerClass()

@@ -43,6 +43,13 @@ int mw_is_exit_sentinel(lua_State *L, int idx);
  * instead of jumping to nowhere. */
 lua_State *mw_newstate(void);
 
+/* The watchdog of `moonwire test`: a count hook on every thread of the state
+ * (coroutines inherit it) that raises a timeout error once `flag` is set from
+ * another thread. This interrupts Lua code that never yields. */
+void mw_watchdog_install(lua_State *L, int *flag);
+void mw_watchdog_trigger(int *flag);
+void mw_watchdog_reset(int *flag);
+
 /* Macro wrappers. */
 static inline int mw_upvalueindex(int i) { return lua_upvalueindex(i); }
 static inline int mw_registryindex(void) { return LUA_REGISTRYINDEX; }

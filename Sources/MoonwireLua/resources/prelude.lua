@@ -1,6 +1,7 @@
 -- The parts of the `mw` module written in Lua. Loaded once per Lua state with
--- the Swift bindings (`host`) as its argument; returns the module and the
--- function that starts a script's main chunk.
+-- the Swift bindings (`host`) as its argument; returns the module, the
+-- function that starts a script's main chunk, and the internals the test
+-- runner builds on.
 --
 -- Design rules:
 --  * Calls that look blocking (mw.sleep, and the connection's receive,
@@ -23,7 +24,11 @@ local function describe(err)
   return "(error object is a " .. type(err) .. " value)"
 end
 
+-- Coroutines a test runner gave up on (timed out): never resumed again.
+local abandoned = setmetatable({}, { __mode = "k" })
+
 local function resume(co, ...)
+  if abandoned[co] then return end
   local ok, err = coroutine.resume(co, ...)
   if not ok then
     -- mw.exit unwinds every coroutine on its way out; pass it on.
@@ -116,4 +121,11 @@ local function start(main, script, ...)
   resume(coroutine.create(main), ...)
 end
 
-return mw, start
+-- For the test runner: what it needs of the machinery above.
+local internal = {
+  resume = resume,
+  after = host.after,
+  abandon = function(co) abandoned[co] = true end,
+}
+
+return mw, start, internal

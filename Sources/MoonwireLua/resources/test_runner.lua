@@ -1,0 +1,260 @@
+-- The runner of `moonwire test` for one test file, in a Lua state of its own.
+-- Started as the main chunk with (file, filter, timeout) and the test host
+-- functions in `mw._test_host`; reports each test to Swift as it ends.
+--
+-- Design rules:
+--  * busted's vocabulary as globals (describe, it/test, pending, before_each,
+--    after_each, setup, teardown) and luassert as `assert`.
+--  * The file runs once to collect the tree, then tests run in order, each
+--    with its before_each/after_each chain in a coroutine of its own, so that
+--    receive, request, wait_open and mw.sleep work in them.
+--  * A test ends by returning, by an error, or by its timeout. Timers and
+--    connections it opened are closed after it.
+
+local file, filter, timeout = ...
+timeout = tonumber(timeout)
+local host = mw._test_host
+mw._test_host = nil
+local runner = coroutine.running()
+
+local assert_module = require("luassert")
+local say = require("say")
+local _ = say
+
+-- Strings with control bytes or invalid UTF-8 show as a hex dump in failures.
+local hexdump = require("luassert.formatters.binarystring")
+assert_module:add_formatter(function(value)
+  if type(value) == "string" and (value:find("[%z\1-\8\11\12\14-\31\127]") or not utf8.len(value)) then
+    return hexdump(value)
+  end
+end)
+
+-- The tree ------------------------------------------------------------------
+
+local function new_block(name, parent)
+  return { name = name, parent = parent, children = {}, before_each = {}, after_each = {},
+           setup = {}, teardown = {} }
+end
+
+local root = new_block(nil, nil)
+local current = root
+
+local function full_name(block, name)
+  local parts = { name }
+  while block and block.name do
+    table.insert(parts, 1, block.name)
+    block = block.parent
+  end
+  return table.concat(parts, " ")
+end
+
+-- Where the test was declared: the caller of it/test/pending.
+local function where()
+  local info = debug.getinfo(4, "Sl")
+  return info and (info.short_src .. ":" .. (info.currentline or 0)) or file
+end
+
+local function check_name(kind, name)
+  if type(name) ~= "string" then
+    error(("bad argument #1 to '%s' (string expected, got %s)"):format(kind, type(name)), 3)
+  end
+end
+
+function describe(name, fn)
+  check_name("describe", name)
+  if type(fn) ~= "function" then error("bad argument #2 to 'describe' (function expected, got " .. type(fn) .. ")", 2) end
+  local block = new_block(name, current)
+  table.insert(current.children, block)
+  local outer = current
+  current = block
+  fn()
+  current = outer
+end
+
+local function add_test(kind, name, fn)
+  check_name(kind, name)
+  table.insert(current.children, { test = true, name = full_name(current, name), fn = fn,
+                                   block = current, location = where() })
+end
+
+function it(name, fn) add_test("it", name, fn) end
+test = it
+function pending(name) add_test("pending", name, nil) end
+
+local function add_hook(kind)
+  return function(fn)
+    if type(fn) ~= "function" then error(("bad argument #1 to '%s' (function expected, got %s)"):format(kind, type(fn)), 2) end
+    table.insert(current[kind], fn)
+  end
+end
+
+before_each = add_hook("before_each")
+after_each = add_hook("after_each")
+setup = add_hook("setup")
+teardown = add_hook("teardown")
+lazy_setup, lazy_teardown, strict_setup, strict_teardown = setup, teardown, setup, teardown
+assert = assert_module
+
+-- What a test opens, it closes ----------------------------------------------
+
+local owned
+local function track(make)
+  return function(...)
+    local handle = make(...)
+    if owned and handle ~= nil then owned[#owned + 1] = handle end
+    return handle
+  end
+end
+mw.after = track(mw.after)
+mw.every = track(mw.every)
+if mw.connect then mw.connect = track(mw.connect) end
+
+local function close_owned(list)
+  for i = #list, 1, -1 do
+    local handle = list[i]
+    if handle.cancel then handle:cancel() elseif handle.close then pcall(handle.close, handle) end
+  end
+end
+
+-- Running -------------------------------------------------------------------
+
+local function handler(err)
+  if type(err) == "table" and err.traceback then return err end
+  if type(err) ~= "string" then
+    local meta = getmetatable(err)
+    err = (meta and meta.__tostring) and tostring(err) or ("(error object is a " .. type(err) .. " value)")
+  end
+  -- The runner's own frames say nothing about the user's test: leave them out.
+  local lines = {}
+  for line in debug.traceback(nil, 2):gmatch("[^\n]+") do
+    if not line:find("moonwire/test_runner.lua", 1, true) and not line:find("in function 'xpcall'", 1, true) then
+      lines[#lines + 1] = line
+    end
+  end
+  return { message = err, traceback = table.concat(lines, "\n") }
+end
+
+-- Runs fn in a coroutine of its own, bounded by the timeout; returns true, or
+-- false and { message, traceback }. The runner waits in coroutine.yield and is
+-- woken on a clean stack (a timer), never from inside the test's coroutine.
+local function run_bounded(fn)
+  local finished, outcome, waiting = false, nil, false
+  local function wake()
+    if waiting then
+      waiting = false
+      host.resume(runner)
+    end
+  end
+  local function finish(result)
+    if finished then return end
+    finished, outcome = true, result
+    host.watchdog(false)
+    if waiting then host.after(0, wake) end
+  end
+  local co = coroutine.create(function()
+    local ok, err = xpcall(fn, handler)
+    finish(ok or err)
+  end)
+  host.watchdog(true, timeout)
+  local timer = host.after(timeout, function()
+    if finished then return end
+    host.abandon(co)
+    finish({ message = ("timed out after %g s"):format(timeout) })
+  end)
+  local ok, err = coroutine.resume(co)
+  if not ok then finish(handler(err)) end
+  if not finished then
+    waiting = true
+    coroutine.yield()
+  end
+  timer:cancel()
+  local uncaught = host.take_uncaught()
+  if outcome == true and uncaught then outcome = { message = uncaught } end
+  if outcome == true then return true end
+  return false, outcome
+end
+
+local function chain(block, kind, outer_first)
+  local list = {}
+  while block do
+    local hooks = block[kind]
+    for i = #hooks, 1, -1 do table.insert(list, 1, hooks[i]) end
+    block = block.parent
+  end
+  if not outer_first then
+    local reversed = {}
+    for i = #list, 1, -1 do reversed[#reversed + 1] = list[i] end
+    list = reversed
+  end
+  return list
+end
+
+local function selected(node)
+  if node.test then return filter == "" or node.name:find(filter) ~= nil end
+  for _, child in ipairs(node.children) do
+    if selected(child) then return true end
+  end
+  return false
+end
+
+local function report(name, status, started, failure, location)
+  host.report(name, status, mw.now() - started, failure and failure.message or "", failure and failure.traceback or "", location or "")
+end
+
+local function run_test(t)
+  local started = mw.now()
+  if not t.fn then return report(t.name, "skipped", started, nil, t.location) end
+  owned = {}
+  local befores, afters = chain(t.block, "before_each", true), chain(t.block, "after_each", false)
+  local ok, failure = run_bounded(function()
+    for _, hook in ipairs(befores) do hook() end
+    local body_ok, body_err = xpcall(t.fn, handler)
+    for _, hook in ipairs(afters) do hook() end
+    if not body_ok then error(body_err, 0) end
+  end)
+  local mine = owned
+  owned = nil
+  close_owned(mine)
+  -- Every failure line starts with a file:line, the test's own when the
+  -- failure has none (a timeout).
+  if not ok and not tostring(failure.message):find("^[^\n]-:%d+:") then
+    failure.message = t.location .. ": " .. tostring(failure.message)
+  end
+  report(t.name, ok and "passed" or "failed", started, failure, t.location)
+end
+
+local function run_block(block)
+  if not selected(block) then return end
+  local hooks_ok, failure = true, nil
+  for _, hook in ipairs(block.setup) do
+    hooks_ok, failure = run_bounded(hook)
+    if not hooks_ok then break end
+  end
+  for _, child in ipairs(block.children) do
+    if child.test then
+      if selected(child) then
+        if hooks_ok then run_test(child)
+        else report(child.name, "failed", mw.now(), { message = "setup failed: " .. failure.message }, child.location) end
+      end
+    else
+      run_block(child)
+    end
+  end
+  for _, hook in ipairs(block.teardown) do
+    local ok, err = run_bounded(hook)
+    if not ok then report(full_name(block, "teardown"), "failed", mw.now(), err, file) end
+  end
+end
+
+local chunk, compile_error = loadfile(file, "t")
+if not chunk then
+  report(file, "failed", mw.now(), { message = compile_error }, file)
+else
+  local ok, err = xpcall(chunk, handler)
+  if not ok then
+    report(file, "failed", mw.now(), err, file)
+  else
+    run_block(root)
+  end
+end
+mw.exit(0)
