@@ -12,8 +12,8 @@ static int trampoline(lua_State *L) {
     void *ctx = lua_touserdata(L, lua_upvalueindex(2));
     int status = fn(L, ctx);
     if (status >= 0) return status;
-    if (status == MW_RAISE_WHERE && lua_type(L, -1) == LUA_TSTRING) {
-        luaL_where(L, 1);
+    if ((status == MW_RAISE_WHERE || status == MW_RAISE_WHERE_CALLER) && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, status == MW_RAISE_WHERE ? 1 : 2);
         lua_insert(L, -2);
         lua_concat(L, 2);
     }

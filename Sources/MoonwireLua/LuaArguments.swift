@@ -93,23 +93,26 @@ public struct LuaArguments {
 public enum LuaBinding {
     /// Runs `body` with the context object the function was registered with.
     @inline(__always)
+    /// `wrapped`: the function is called by a prelude wrapper, so errors are
+    /// placed at the wrapper's caller.
     public static func enter<Context: AnyObject>(
         _ L: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ name: String, isMethod: Bool = false,
-        as _: Context.Type, _ body: (Context, LuaArguments) throws -> Int32
+        wrapped: Bool = false, as _: Context.Type, _ body: (Context, LuaArguments) throws -> Int32
     ) -> Int32 {
+        let whereStatus = wrapped ? MW_RAISE_WHERE_CALLER : MW_RAISE_WHERE
         let lua = LuaState(L!)
         let owner = Unmanaged<Context>.fromOpaque(context!).takeUnretainedValue()
         do {
             return try body(owner, LuaArguments(lua: lua, function: name, isMethod: isMethod))
         } catch let error as LuaArgumentError {
             lua.push(error.description)
-            return MW_RAISE_WHERE
+            return whereStatus
         } catch LuaError.exit {
             mw_push_exit_sentinel(lua.L)
             return MW_RAISE
         } catch {
             lua.push("\(name): \(error)")
-            return MW_RAISE_WHERE
+            return whereStatus
         }
     }
 }

@@ -27,6 +27,11 @@ extension LuaState {
         pop()
     }
 
+    /// Pushes the metatable of class `name`.
+    public func getMetatable(named name: String) {
+        mw_getmetatable_named(L, name)
+    }
+
     /// Pushes a new userdata of class `name` that keeps `object` alive.
     public func push(object: AnyObject, class name: String) {
         let slot = mw_newuserdata(L, MemoryLayout<UnsafeMutableRawPointer?>.size)!

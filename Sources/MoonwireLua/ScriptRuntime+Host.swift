@@ -18,6 +18,9 @@ extension ScriptRuntime {
             LuaState(L!).push(Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
             return 1
         }),
+        ("connect", { L, ctx in
+            LuaBinding.enter(L, ctx, "mw.connect", wrapped: true, as: ScriptRuntime.self) { rt, args in try rt.connect(args) }
+        }),
         ("exit", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.exit", as: ScriptRuntime.self) { rt, args in try rt.exit(args) }
         }),

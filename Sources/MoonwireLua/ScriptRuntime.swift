@@ -55,6 +55,10 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// The prelude's internals table, for the test runner.
     private(set) var preludeInternals: LuaReference?
     private(set) var finished = false
+    /// Connections that are alive, by identity.
+    var connections: [ObjectIdentifier: LuaConnection] = [:]
+    /// The prelude's dispatchers of connection events.
+    var connectionEvents: [ConnectionEvent: LuaReference] = [:]
 
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
@@ -107,9 +111,17 @@ public final class ScriptRuntime: @unchecked Sendable {
         }
     }
 
-    /// SIGINT / SIGTERM: stop timers, close what is open, end with 128 + signal.
+    /// SIGINT / SIGTERM: stop timers, close every connection with 1001 (going
+    /// away), and end with 128 + signal once they are closed.
     public func shutdown(signal: Int32) {
-        eventLoop.execute { [self] in finish(128 + signal) }
+        eventLoop.execute { [self] in
+            guard !finished else { return }
+            timers.cancelAll()
+            let open = Array(connections.values)
+            guard !open.isEmpty else { return finish(128 + signal) }
+            shutdownCode = 128 + signal
+            for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
+        }
     }
 
     /// The compiled main chunk is on top of the stack.
@@ -138,7 +150,10 @@ public final class ScriptRuntime: @unchecked Sendable {
         if !finished && !isAlive { finish(0) }
     }
 
-    var isAlive: Bool { timers.count > 0 }
+    /// Set while shutting down on a signal: the exit code once everything closed.
+    var shutdownCode: Int32?
+
+    var isAlive: Bool { timers.count > 0 || !connections.isEmpty }
 
     /// An error nothing caught: report it, and end the script unless `keepGoing`.
     /// Returns true when the script goes on.
@@ -171,7 +186,13 @@ public final class ScriptRuntime: @unchecked Sendable {
         } catch {
             fatalError("moonwire: the built-in prelude does not compile: \(error)")
         }
+        registerTimerClass()
+        lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
         lua.push(functions: Self.hostFunctions, context: context)
+        lua.getMetatable(named: LuaConnection.className)
+        lua.getField("__index", table: -1)
+        lua.setField("connection_methods", table: -3)
+        lua.pop()
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
@@ -181,9 +202,14 @@ public final class ScriptRuntime: @unchecked Sendable {
         } catch {
             fatalError("moonwire: the built-in prelude failed: \(error)")
         }
+        lua.getField("events", table: -1)
+        for event in ConnectionEvent.allCases {
+            lua.getField(event.rawValue, table: -1)
+            connectionEvents[event] = lua.reference()
+        }
+        lua.pop()
         preludeInternals = lua.reference()
         startMain = lua.reference()
         lua.pop()
-        registerTimerClass()
     }
 }

@@ -24,6 +24,9 @@ typedef int (*mw_swift_fn)(lua_State *L, void *ctx);
 #define MW_RAISE (-1)
 /* Raise the string on top of the stack, prefixed with the caller's "file:line:". */
 #define MW_RAISE_WHERE (-2)
+/* The same, one level further up: for functions the prelude wraps, so that the
+ * location is the script's line, not the prelude's. */
+#define MW_RAISE_WHERE_CALLER (-3)
 
 /* Push a Lua C closure that calls fn(L, ctx) through the trampoline. */
 void mw_push_swift_function(lua_State *L, mw_swift_fn fn, void *ctx);

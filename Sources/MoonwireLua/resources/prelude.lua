@@ -73,6 +73,209 @@ mw.unhex = host.unhex
 mw.base64 = host.base64
 mw.unbase64 = host.unbase64
 
+-- Connections ---------------------------------------------------------------
+--
+-- Swift owns the socket; the Lua side of a connection (its handlers, the
+-- coroutines waiting in receive/request/wait_open, the inbox and the codec)
+-- lives here, keyed by the connection userdata.
+--
+-- A message goes, in this order, to: every waiting request whose match
+-- accepts it, else the oldest waiting receive; else to every on_message
+-- handler; else, when there is no handler, to the inbox that receive reads
+-- first (at most INBOX_LIMIT messages, the oldest dropped).
+
+local INBOX_LIMIT = 4096
+local conns = setmetatable({}, { __mode = "k" })
+local methods = host.connection_methods
+
+local function state_of(c, fname)
+  local st = conns[c]
+  if not st then
+    error(("bad self to '%s' (a connection from mw.connect expected, got %s)"):format(fname, type(c)), 3)
+  end
+  return st
+end
+
+function mw.connect(url, opts)
+  if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
+  if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
+  local codec
+  if opts and opts.codec ~= nil then
+    codec = opts.codec
+    if type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
+        or (codec.decode ~= nil and type(codec.decode) ~= "function") then
+      error("bad argument #2 to 'mw.connect' (opts.codec: { encode = function, decode = function } expected)", 2)
+    end
+    local copy = {}
+    for k, v in pairs(opts) do if k ~= "codec" then copy[k] = v end end
+    opts = copy
+  end
+  local c = host.connect(url, opts)
+  conns[c] = { codec = codec, on_open = {}, on_message = {}, on_close = {}, on_error = {},
+               waiters = {}, inbox = {}, final = false }
+  return c
+end
+
+for _, event in ipairs({ "open", "message", "close", "error" }) do
+  local key, fname = "on_" .. event, "c:on_" .. event
+  methods[key] = function(self, fn)
+    local st = state_of(self, fname)
+    if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
+    local list = st[key]
+    list[#list + 1] = fn
+    return self
+  end
+end
+
+local raw_send = methods.send
+function methods.send(self, data, kind)
+  local st = state_of(self, "c:send")
+  local codec = st.codec
+  if codec and codec.encode then
+    data = codec.encode(data)
+    if type(data) ~= "string" then
+      error("c:send: the codec's encode returned a " .. type(data) .. ", not a string", 2)
+    end
+  end
+  return raw_send(self, data, kind)
+end
+
+-- Suspends the running coroutine as a waiter of `kind` until woken, or until
+-- `timeout` seconds passed (then returns nil, "timeout").
+local function wait(st, fname, kind, timeout, match)
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
+    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), 3)
+  end
+  local waiter = { co = running_coroutine(fname), kind = kind, match = match }
+  st.waiters[#st.waiters + 1] = waiter
+  if timeout then
+    waiter.timer = host.after(timeout, function()
+      for i, w in ipairs(st.waiters) do
+        if w == waiter then
+          table.remove(st.waiters, i)
+          resume(waiter.co, nil, "timeout")
+          return
+        end
+      end
+    end)
+  end
+  return coroutine.yield()
+end
+
+-- Wakes the waiters `pick` chooses (called with each waiter, in order), after
+-- taking them out of the list: a woken coroutine may wait again at once.
+local function wake(st, pick, ...)
+  local chosen, keep = {}, {}
+  for _, w in ipairs(st.waiters) do
+    if pick(w) then chosen[#chosen + 1] = w else keep[#keep + 1] = w end
+  end
+  if #chosen == 0 then return false end
+  st.waiters = keep
+  for _, w in ipairs(chosen) do
+    if w.timer then w.timer:cancel() end
+    resume(w.co, ...)
+  end
+  return true
+end
+
+local function is_kind(kind)
+  return function(w) return w.kind == kind end
+end
+
+local function is_data_waiter(w)
+  return w.kind == "receive" or w.kind == "request"
+end
+
+function methods.receive(self, timeout)
+  local st = state_of(self, "c:receive")
+  local first = table.remove(st.inbox, 1)
+  if first then return first[1], first[2] end
+  if st.final then return nil, "closed" end
+  return wait(st, "c:receive", "receive", timeout)
+end
+
+function methods.wait_open(self, timeout)
+  local st = state_of(self, "c:wait_open")
+  if self:state() == "open" then return true end
+  if st.final then return nil, st.last_error or "closed" end
+  return wait(st, "c:wait_open", "open", timeout)
+end
+
+function methods.request(self, message, match, timeout)
+  local st = state_of(self, "c:request")
+  if type(match) == "string" then
+    local pattern = match
+    match = function(reply) return type(reply) == "string" and reply:find(pattern) ~= nil end
+  elseif type(match) ~= "function" then
+    bad_argument(2, "c:request", "function or pattern", match)
+  end
+  running_coroutine("c:request")
+  local ok, err = self:send(message)
+  if not ok then return nil, err end
+  return wait(st, "c:request", "request", timeout, match)
+end
+
+local events = {}
+
+function events.open(c, info)
+  local st = conns[c]
+  if not st then return end
+  for _, handler in ipairs(st.on_open) do handler(c, info) end
+  wake(st, is_kind("open"), true)
+end
+
+function events.message(c, message, kind)
+  local st = conns[c]
+  if not st then return end
+  local codec = st.codec
+  if codec and codec.decode then message = codec.decode(message, kind) end
+  if st.waiters[1] then
+    local received = false
+    local taken = wake(st, function(w)
+      if w.kind == "request" then return w.match(message) and true or false end
+      if w.kind == "receive" and not received then
+        received = true
+        return true
+      end
+      return false
+    end, message, kind)
+    if taken then return end
+  end
+  local handlers = st.on_message
+  if handlers[1] then
+    for i = 1, #handlers do handlers[i](c, message, kind) end
+  else
+    local inbox = st.inbox
+    if #inbox >= INBOX_LIMIT then table.remove(inbox, 1) end
+    inbox[#inbox + 1] = { message, kind }
+  end
+end
+
+function events.close(c, code, reason, info)
+  local st = conns[c]
+  if not st then return end
+  if not info.will_reconnect then st.final = true end
+  for _, handler in ipairs(st.on_close) do handler(c, code, reason, info) end
+  wake(st, is_data_waiter, nil, "closed")
+  if st.final then wake(st, is_kind("open"), nil, "closed") end
+end
+
+function events.error(c, err, final)
+  local st = conns[c]
+  if not st then return end
+  st.last_error = err
+  if final then st.final = true end
+  if st.on_error[1] then
+    for _, handler in ipairs(st.on_error) do handler(c, err) end
+  else
+    host.log("warn", "connection error: " .. err)
+  end
+  if final then
+    wake(st, is_kind("open"), nil, err)
+    wake(st, is_data_waiter, nil, "closed")
+  end
+end
+
 local function logger(level)
   local name = "mw.log." .. level
   return function(fmt, ...)
@@ -123,6 +326,7 @@ end
 
 -- For the test runner: what it needs of the machinery above.
 local internal = {
+  events = events,
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
