@@ -158,6 +158,18 @@ extension ScriptRuntime {
 struct ConnectOptions {
     var socket = WebSocketClientOptions()
     var queueLimit = 1024
+    /// `false`, or the keys given (defaults apply to the rest).
+    var heartbeat: LuaOptionTable?
+    var reconnect: LuaOptionTable?
+
+    /// A policy option: `false` turns it off (nil here), a table is checked for unknown keys.
+    private static func policy(_ t: inout LuaOptionTable, _ key: String, keys: [String]) throws(LuaArgumentError) -> LuaOptionTable? {
+        if case .boolean(false) = t.raw(key) { return nil }
+        guard var table = try t.table(key) else { return nil }
+        for k in keys { _ = table.raw(k) }
+        try table.finish()
+        return table
+    }
 
     init(_ value: LuaValue, function: String) throws(LuaArgumentError) {
         var t = try LuaOptionTable(value, function: function, argument: 2)
@@ -186,6 +198,8 @@ struct ConnectOptions {
         if case .table = t.raw("framing") {
             throw t.error("framing", "framing is for tcp:// and tls:// connections")
         }
+        heartbeat = try Self.policy(&t, "heartbeat", keys: ["interval", "timeout", "message", "reply"])
+        reconnect = try Self.policy(&t, "reconnect", keys: ["initial", "factor", "max", "jitter", "attempts", "on_normal_close", "retry_http"])
         try t.finish()
     }
 }

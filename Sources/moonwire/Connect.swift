@@ -1,0 +1,129 @@
+import ArgumentParser
+import Foundation
+import MoonwireCore
+import MoonwireLua
+import NIOCore
+import NIOPosix
+
+struct Connect: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Interactive client: stdin lines go out as messages, messages print to stdout.",
+        discussion: """
+            Lines typed (or piped) before the connection opens are queued and sent once it \
+            does. End of input closes the connection normally. When the peer closes, moonwire \
+            exits with its close code: 0 for 1000 (normal), else the code modulo 256, and \
+            prints the code and reason on stderr. A connection that cannot be made exits 1.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(name: [.short, .customLong("header")], help: "An extra handshake header, as 'Name: value' (repeatable).")
+    var headers: [String] = []
+
+    @Option(name: [.short, .customLong("protocol")], help: "A subprotocol to offer (repeatable).")
+    var protocols: [String] = []
+
+    @Flag(help: "Print binary messages as hex instead of raw bytes.")
+    var binary = false
+
+    @Flag(help: "Offer permessage-deflate compression.")
+    var compress = false
+
+    @Flag(help: "Do not verify the server's certificate (testing only).")
+    var insecure = false
+
+    @Option(help: "Trust the CA certificates in this PEM file.")
+    var ca: String?
+
+    @Argument(help: "A ws:// or wss:// URL.")
+    var url: String
+
+    func run() throws {
+        let target: WebSocketURL
+        do {
+            target = try WebSocketURL(url)
+        } catch {
+            throw ValidationError("\(error); give a ws:// or wss:// URL")
+        }
+        var options = WebSocketClientOptions()
+        options.protocols = protocols
+        options.compress = compress
+        options.tls.insecure = insecure
+        options.tls.caFile = ca
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":") else {
+                throw ValidationError("--header '\(header)' has no colon; write it as 'Name: value'")
+            }
+            options.headers.append((
+                String(header[..<colon]).trimmingCharacters(in: .whitespaces),
+                String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            ))
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let session = ConnectSession(hexBinary: binary, logger: global)
+        let code = try loop.flatSubmit {
+            session.start(target, options: options, on: loop)
+        }.wait()
+        fflush(stdout)
+        Foundation.exit(code)
+    }
+}
+
+/// The `connect` command's connection: stdin to messages, messages to stdout.
+private final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
+    private let hexBinary: Bool
+    private let global: GlobalOptions
+    private var connection: ManagedConnection?
+    private var done: EventLoopPromise<Int32>?
+
+    init(hexBinary: Bool, logger: GlobalOptions) {
+        self.hexBinary = hexBinary
+        self.global = logger
+    }
+
+    func start(_ url: WebSocketURL, options: WebSocketClientOptions, on loop: EventLoop) -> EventLoopFuture<Int32> {
+        let promise = loop.makePromise(of: Int32.self)
+        done = promise
+        let c = ManagedConnection(url: url, options: options, eventLoop: loop)
+        c.queueLimit = .max
+        c.delegate = self
+        connection = c
+        c.start()
+        Thread.detachNewThread { [self] in
+            while let line = readLine(strippingNewline: true) {
+                loop.execute { _ = self.connection?.send(ByteBuffer(string: line), kind: .text) }
+            }
+            loop.execute { self.connection?.close(code: WebSocketCloseCode.normal, reason: "") }
+        }
+        return promise.futureResult
+    }
+
+    func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
+        let proto = info.subprotocol.map { " (protocol \($0))" } ?? ""
+        global.makeLogger().info("connected\(proto)")
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        var bytes = message
+        if kind == .binary && hexBinary {
+            print(BinaryText.hex(bytes.readableBytesView))
+        } else {
+            let data = bytes.readBytes(length: bytes.readableBytes) ?? []
+            FileHandle.standardOutput.write(Data(data + [0x0a]))
+        }
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didFail error: String) {
+        ScriptRuntime.writeToStderr("moonwire: \(error)")
+        if !connection.isAlive { done?.succeed(1) }
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didClose info: ManagedConnection.CloseInfo) {
+        if info.by != .local || info.code != WebSocketCloseCode.normal {
+            ScriptRuntime.writeToStderr("moonwire: closed by \(info.by.rawValue): \(info.code)\(info.reason.isEmpty ? "" : " \(info.reason)")")
+        }
+        done?.succeed(info.code == WebSocketCloseCode.normal ? 0 : Int32(info.code % 256))
+    }
+}

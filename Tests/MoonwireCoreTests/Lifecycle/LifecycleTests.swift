@@ -1,0 +1,5 @@
+import Testing
+
+/// Groups the suites of `Sources/MoonwireCore/Lifecycle`, so that
+/// `swift test --filter Lifecycle` runs them all.
+@Suite enum LifecycleTests {}

@@ -1,0 +1,104 @@
+import Testing
+
+@testable import MoonwireCore
+
+extension LifecycleTests {
+    @Suite struct SendQueueTests {
+        @Test func drainsInOrderAndEmpties() {
+            var queue = SendQueue<Int>()
+            for i in 1...5 { #expect(queue.enqueue(i) == .queued) }
+            #expect(queue.count == 5)
+            #expect(queue.drain() == [1, 2, 3, 4, 5])
+            #expect(queue.isEmpty)
+            #expect(queue.drain() == [])
+            #expect(queue.dropped == 0)
+        }
+
+        @Test func defaultsAreSpecs() {
+            let queue = SendQueue<String>()
+            #expect(queue.limit == 1024)
+            #expect(queue.overflow == .error)
+        }
+
+        @Test func overflowNamesAreTheScriptsStrings() {
+            #expect(SendQueue<Int>.Overflow.allCases.map(\.rawValue) == ["drop_oldest", "drop_newest", "error"])
+            #expect(SendQueue<Int>.Overflow(rawValue: "drop_oldest") == .dropOldest)
+            #expect(SendQueue<Int>.Overflow(rawValue: "oldest") == nil)
+        }
+
+        struct OverflowCase: Sendable, CustomTestStringConvertible {
+            var overflow: SendQueue<Int>.Overflow
+            var results: [SendQueue<Int>.EnqueueResult]
+            var kept: [Int]
+            var dropped: Int
+            var testDescription: String { overflow.rawValue }
+        }
+
+        // Five messages into a queue of three.
+        @Test(arguments: [
+            OverflowCase(overflow: .dropOldest, results: [.queued, .queued, .queued, .droppedOldest(1), .droppedOldest(2)], kept: [3, 4, 5], dropped: 2),
+            OverflowCase(overflow: .dropNewest, results: [.queued, .queued, .queued, .droppedNewest, .droppedNewest], kept: [1, 2, 3], dropped: 2),
+            OverflowCase(overflow: .error, results: [.queued, .queued, .queued, .full, .full], kept: [1, 2, 3], dropped: 0),
+        ])
+        func overflowPolicies(_ c: OverflowCase) {
+            var queue = SendQueue<Int>(limit: 3, overflow: c.overflow)
+            let results = (1...5).map { queue.enqueue($0) }
+            #expect(results == c.results)
+            #expect(queue.count == 3)
+            #expect(queue.dropped == c.dropped)
+            #expect(queue.drain() == c.kept)
+        }
+
+        @Test(arguments: SendQueue<Int>.Overflow.allCases)
+        func aZeroLimitQueuesNothing(_ overflow: SendQueue<Int>.Overflow) {
+            var queue = SendQueue<Int>(limit: 0, overflow: overflow)
+            let result = queue.enqueue(1)
+            #expect(queue.isEmpty)
+            switch overflow {
+            case .error:
+                #expect(result == .full)
+                #expect(queue.dropped == 0)
+            case .dropOldest, .dropNewest:
+                #expect(result == .droppedNewest)
+                #expect(queue.dropped == 1)
+            }
+        }
+
+        @Test func removeAllCountsWhatItDrops() {
+            var queue = SendQueue<String>(limit: 2, overflow: .dropNewest)
+            queue.enqueue("a")
+            queue.enqueue("b")
+            queue.enqueue("c")
+            #expect(queue.dropped == 1)
+            #expect(queue.removeAll() == 2)
+            #expect(queue.isEmpty)
+            #expect(queue.dropped == 3)
+            #expect(queue.removeAll() == 0)
+            #expect(queue.dropped == 3)
+        }
+
+        @Test func longDropOldestRunKeepsTheNewestInOrder() {
+            // Enough turnover to make the head index compact several times.
+            var queue = SendQueue<Int>(limit: 100, overflow: .dropOldest)
+            for i in 0..<10_000 { queue.enqueue(i) }
+            #expect(queue.count == 100)
+            #expect(queue.dropped == 9_900)
+            #expect(queue.drain() == Array(9_900..<10_000))
+            queue.enqueue(-1)
+            #expect(queue.drain() == [-1])
+        }
+
+        @Test func usableAgainAfterDrain() {
+            var queue = SendQueue<Int>(limit: 2, overflow: .dropOldest)
+            queue.enqueue(1)
+            queue.enqueue(2)
+            queue.enqueue(3)
+            #expect(queue.drain() == [2, 3])
+            #expect(queue.enqueue(4) == .queued)
+            #expect(queue.enqueue(5) == .queued)
+            #expect(queue.enqueue(6) == .droppedOldest(4))
+            #expect(queue.drain() == [5, 6])
+            #expect(queue.dropped == 2)
+        }
+    }
+}
