@@ -7,7 +7,8 @@ assert(c:wait_open(5))
 
 for i = 1, 3 do
   c:send("hello " .. i)
-  print(assert(c:receive(2)))
+  local reply = assert(c:receive(2))
+  print(reply)
 end
 
 -- Binary layouts with string.pack; the echo comes back as "binary".

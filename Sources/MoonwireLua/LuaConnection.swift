@@ -38,27 +38,46 @@ final class LuaConnection: ManagedConnectionDelegate {
         }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didFail error: String) {
-        let final = !connection.isAlive
+    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
         runtime.dispatch(.error, for: self) { lua in
-            lua.push(error)
-            lua.push(final)
-            return 2
+            lua.push(error.description)
+            return 1
         }
-        if final { runtime.connectionEnded(self) }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didClose info: ManagedConnection.CloseInfo) {
+    func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
         runtime.dispatch(.close, for: self) { lua in
-            lua.push(Int(info.code))
-            lua.push(info.reason)
+            lua.push(Int(report.code))
+            lua.push(report.reason)
             lua.push(LuaValue.table([
-                .text("clean"): .boolean(info.clean),
-                .text("by"): .text(info.by.rawValue),
-                .text("will_reconnect"): .boolean(info.willReconnect),
+                .text("clean"): .boolean(report.clean),
+                .text("by"): .text(report.by.rawValue),
+                .text("will_reconnect"): .boolean(report.willReconnect),
             ]))
             return 3
         }
         if !connection.isAlive { runtime.connectionEnded(self) }
+    }
+
+    func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
+        let answer = runtime.dispatchReturning(.reconnect, for: self) { lua in
+            lua.push(attempt)
+            lua.push(Double(delay.nanoseconds) / 1e9)
+            return 2
+        }
+        return runtime.retryDecision(from: answer)
+    }
+
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? {
+        guard case .string(let bytes)? = runtime.dispatchReturning(.heartbeatMessage, for: self, push: { _ in 0 }) else { return nil }
+        return ByteBuffer(bytes: bytes)
+    }
+
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool {
+        let answer = runtime.dispatchReturning(.heartbeatReply, for: self) { lua in
+            message.withUnsafeReadableBytes { lua.push(bytes: $0) }
+            return 1
+        }
+        return answer == .boolean(true)
     }
 }

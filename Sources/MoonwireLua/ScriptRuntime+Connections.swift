@@ -8,10 +8,35 @@ import NIOCore
 extension ScriptRuntime {
     /// The prelude's connection event dispatchers.
     enum ConnectionEvent: String, CaseIterable {
-        case open, message, close, error
+        case open, message, close, error, reconnect
+        case heartbeatMessage = "heartbeat_message"
+        case heartbeatReply = "heartbeat_reply"
     }
 
     static let connectionMethods: [(String, mw_swift_fn)] = [
+        ("heartbeat", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:heartbeat", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                let c = try rt.connection(args)
+                var holder = try LuaOptionTable(.table([.text("heartbeat"): try args.lua.value(at: 2)]), function: "c:heartbeat", argument: 1, path: "")
+                guard let setting = try ConnectOptions.heartbeat(&holder) else { throw args.typeError(2, expected: "table or false") }
+                c.connection.setHeartbeat(setting.value)
+                return 0
+            }
+        }),
+        ("reconnect", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:reconnect", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let c = try rt.connection(args)
+                if args.lua.type(at: 2) == LUA_TNONE {
+                    c.connection.reconnectNow()
+                    rt.connectionRevived(c)
+                    return 0
+                }
+                var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: 2)]), function: "c:reconnect", argument: 1, path: "")
+                guard let setting = try ConnectOptions.reconnect(&holder) else { throw args.typeError(2, expected: "table or false") }
+                c.connection.setReconnect(setting.value)
+                return 0
+            }
+        }),
         ("send", { L, ctx in
             LuaBinding.enter(L, ctx, "c:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
                 try rt.send(args)
@@ -89,8 +114,7 @@ extension ScriptRuntime {
             throw args.error(2, error.description)
         }
         let parsed = try ConnectOptions(opts, function: "mw.connect")
-        let managed = ManagedConnection(url: url, options: parsed.socket, eventLoop: eventLoop)
-        managed.queueLimit = parsed.queueLimit
+        let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         let c = LuaConnection(runtime: self, connection: managed)
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
@@ -125,7 +149,7 @@ extension ScriptRuntime {
             return 1
         case .queueFull:
             args.lua.pushNil()
-            args.lua.push("queue full (\(c.connection.queueLimit) messages waiting for the connection to open)")
+            args.lua.push("queue full (\(c.connection.queueLimit) messages are waiting for the connection to open)")
             return 2
         case .closed:
             args.lua.pushNil()
@@ -143,6 +167,54 @@ extension ScriptRuntime {
         callIntoLua(arguments: 1 + n)
     }
 
+    /// Like `dispatch`, for the events whose handlers answer: the first result.
+    func dispatchReturning(_ event: ConnectionEvent, for c: LuaConnection, push: (LuaState) -> Int32) -> LuaValue? {
+        guard let dispatcher = connectionEvents[event], let handle = c.handle, !finished else { return nil }
+        lua.push(dispatcher)
+        lua.push(handle)
+        let n = push(lua)
+        guard callIntoLua(arguments: 1 + n, results: 1) else { return nil }
+        defer { lua.pop() }
+        return try? lua.value(at: -1)
+    }
+
+    /// What `on_reconnect` answered: nil goes ahead, false stops, a table changes
+    /// the delay, URL or headers of the next attempt. A bad answer is reported and
+    /// the attempt goes ahead unchanged.
+    func retryDecision(from answer: LuaValue?) -> ManagedConnection.RetryDecision {
+        switch answer {
+        case .boolean(false)?: return .init(answer: .stop)
+        case .table?:
+            do {
+                var t = try LuaOptionTable(answer ?? .nil, function: "on_reconnect", argument: 0, path: "answer")
+                var decision = ManagedConnection.RetryDecision()
+                if let delay = try t.seconds("delay") { decision.answer = .delay(.nanoseconds(Int64(delay * 1e9))) }
+                if let url = try t.string("url") {
+                    do {
+                        decision.url = try WebSocketURL(url)
+                    } catch {
+                        throw t.error("url", error.description)
+                    }
+                }
+                decision.headers = try t.stringMap("headers")
+                try t.finish()
+                return decision
+            } catch {
+                uncaught("on_reconnect: \(error)")
+                return .init()
+            }
+        default: return .init()
+        }
+    }
+
+    /// `c:reconnect()` on a closed connection brings it back to life.
+    func connectionRevived(_ c: LuaConnection) {
+        guard c.connection.isAlive, c.handle == nil else { return }
+        lua.push(object: c, class: LuaConnection.className)
+        c.handle = lua.reference()
+        connections[ObjectIdentifier(c)] = c
+    }
+
     /// The connection is closed for good: it no longer keeps the script alive,
     /// and its userdata may be collected once the script drops it.
     func connectionEnded(_ c: LuaConnection) {
@@ -156,27 +228,15 @@ extension ScriptRuntime {
 
 /// The `opts` of `mw.connect`, checked.
 struct ConnectOptions {
-    var socket = WebSocketClientOptions()
-    var queueLimit = 1024
-    /// `false`, or the keys given (defaults apply to the rest).
-    var heartbeat: LuaOptionTable?
-    var reconnect: LuaOptionTable?
-
-    /// A policy option: `false` turns it off (nil here), a table is checked for unknown keys.
-    private static func policy(_ t: inout LuaOptionTable, _ key: String, keys: [String]) throws(LuaArgumentError) -> LuaOptionTable? {
-        if case .boolean(false) = t.raw(key) { return nil }
-        guard var table = try t.table(key) else { return nil }
-        for k in keys { _ = table.raw(k) }
-        try table.finish()
-        return table
-    }
+    var configuration = ManagedConnection.Configuration()
 
     init(_ value: LuaValue, function: String) throws(LuaArgumentError) {
         var t = try LuaOptionTable(value, function: function, argument: 2)
+        var socket = WebSocketClientOptions()
         if let headers = try t.stringMap("headers") { socket.headers = headers }
         if let protocols = try t.strings("protocols") { socket.protocols = protocols }
-        if let s = try t.seconds("connect_timeout") { socket.connectTimeout = .nanoseconds(Int64(s * 1e9)) }
-        if let s = try t.seconds("close_timeout") { socket.closeTimeout = .nanoseconds(Int64(s * 1e9)) }
+        if let s = try t.seconds("connect_timeout") { socket.connectTimeout = .seconds(s) }
+        if let s = try t.seconds("close_timeout") { socket.closeTimeout = .seconds(s) }
         if let n = try t.integer("max_message", min: 1) { socket.maxMessage = n }
         if let b = try t.boolean("compress") { socket.compress = b }
         if var tls = try t.table("tls") {
@@ -188,18 +248,74 @@ struct ConnectOptions {
             socket.tls.privateKeyFile = try tls.string("key")
             try tls.finish()
         }
+        configuration.socket = socket
         if var queue = try t.table("queue") {
-            queueLimit = try queue.integer("limit", min: 0) ?? queueLimit
-            if let overflow = try queue.string("overflow"), overflow != "error" {
-                throw queue.error("overflow", "only \"error\" is supported so far")
+            configuration.queueLimit = try queue.integer("limit", min: 0) ?? configuration.queueLimit
+            if let name = try queue.string("overflow") {
+                guard let overflow = SendQueue<ManagedConnection.Outgoing>.Overflow(rawValue: name) else {
+                    throw queue.error("overflow", "\"drop_oldest\", \"drop_newest\" or \"error\" expected, got \"\(name)\"")
+                }
+                configuration.overflow = overflow
             }
             try queue.finish()
         }
         if case .table = t.raw("framing") {
             throw t.error("framing", "framing is for tcp:// and tls:// connections")
         }
-        heartbeat = try Self.policy(&t, "heartbeat", keys: ["interval", "timeout", "message", "reply"])
-        reconnect = try Self.policy(&t, "reconnect", keys: ["initial", "factor", "max", "jitter", "attempts", "on_normal_close", "retry_http"])
+        if let heartbeat = try Self.heartbeat(&t) { configuration.heartbeat = heartbeat.value }
+        if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
         try t.finish()
     }
+
+    /// `heartbeat`: absent (nil), `false` (off), or a table over the defaults. The
+    /// prelude has replaced `message` and `reply` by `true` and keeps them itself.
+    static func heartbeat(_ t: inout LuaOptionTable, key: String = "heartbeat") throws(LuaArgumentError) -> (value: HeartbeatMonitor.Configuration?, Void)? {
+        if case .boolean(false) = t.raw(key) { return (nil, ()) }
+        guard var h = try t.table(key) else { return nil }
+        let defaults = HeartbeatMonitor.Configuration()
+        let interval = try h.seconds("interval").map { TimeAmount.seconds($0) } ?? defaults.interval
+        let timeout = try h.seconds("timeout").map { TimeAmount.seconds($0) } ?? defaults.timeout
+        guard interval > .zero else { throw h.error("interval", "must be more than 0 seconds") }
+        guard timeout > .zero else { throw h.error("timeout", "must be more than 0 seconds") }
+        let message = try h.boolean("message") ?? false
+        let reply = try h.boolean("reply") ?? false
+        guard message || !reply else { throw h.error("reply", "a reply pattern needs a heartbeat message") }
+        try h.finish()
+        let probe: HeartbeatMonitor.Configuration.Probe = message ? .message(reply: reply ? .matching : .anyMessage) : .ping
+        return (HeartbeatMonitor.Configuration(interval: interval, timeout: timeout, probe: probe), ())
+    }
+
+    /// `reconnect`: absent (nil), `false` (off), or a table over the defaults.
+    static func reconnect(_ t: inout LuaOptionTable, key: String = "reconnect") throws(LuaArgumentError) -> (value: ReconnectPolicy?, Void)? {
+        if case .boolean(false) = t.raw(key) { return (nil, ()) }
+        guard var r = try t.table(key) else { return nil }
+        var policy = ReconnectPolicy()
+        if let s = try r.seconds("initial") { policy.initial = .seconds(s) }
+        if let s = try r.seconds("max") { policy.max = .seconds(s) }
+        if let f = try r.number("factor") {
+            guard f >= 1, f.isFinite else { throw r.error("factor", "must be a number of at least 1") }
+            policy.factor = f
+        }
+        if let j = try r.number("jitter") {
+            guard (0...1).contains(j) else { throw r.error("jitter", "must be a fraction from 0 to 1") }
+            policy.jitter = j
+        }
+        if let a = try r.number("attempts") {
+            if a == .infinity {
+                policy.attempts = nil
+            } else {
+                guard a >= 0, a.rounded() == a else { throw r.error("attempts", "a whole number of at least 0, or math.huge") }
+                policy.attempts = Int(a)
+            }
+        }
+        if let b = try r.boolean("on_normal_close") { policy.onNormalClose = b }
+        if let b = try r.boolean("retry_http") { policy.retryHTTP = b }
+        try r.finish()
+        return (policy, ())
+    }
+}
+
+extension TimeAmount {
+    /// Seconds as a Lua number gives them.
+    static func seconds(_ s: Double) -> TimeAmount { .nanoseconds(Int64(s * 1e9)) }
 }

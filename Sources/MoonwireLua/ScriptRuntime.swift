@@ -134,20 +134,25 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     /// Calls the function below `arguments` values on the main stack, then ends
-    /// the script if nothing is left alive.
-    func callIntoLua(arguments: Int32) {
+    /// the script if nothing is left alive. Returns true when the call completed
+    /// and left its `results` on the stack.
+    @discardableResult
+    func callIntoLua(arguments: Int32, results: Int32 = 0) -> Bool {
         guard !finished else {
             lua.pop(arguments + 1)
-            return
+            return false
         }
+        var completed = false
         do throws(LuaError) {
-            try lua.call(arguments: arguments, results: 0)
+            try lua.call(arguments: arguments, results: results)
+            completed = true
         } catch .runtime(let message) {
             uncaught(message)
         } catch {
             // mw.exit: already finishing.
         }
         if !finished && !isAlive { finish(0) }
+        return completed
     }
 
     /// Set while shutting down on a signal: the exit code once everything closed.

@@ -10,7 +10,8 @@ struct Connect: ParsableCommand {
         abstract: "Interactive client: stdin lines go out as messages, messages print to stdout.",
         discussion: """
             Lines typed (or piped) before the connection opens are queued and sent once it \
-            does. End of input closes the connection normally. When the peer closes, moonwire \
+            does. At the end of input moonwire waits until the peer has been quiet for \
+            --linger seconds (so replies to piped lines still print), then closes normally. When the peer closes, moonwire \
             exits with its close code: 0 for 1000 (normal), else the code modulo 256, and \
             prints the code and reason on stderr. A connection that cannot be made exits 1.
             """
@@ -35,6 +36,9 @@ struct Connect: ParsableCommand {
 
     @Option(help: "Trust the CA certificates in this PEM file.")
     var ca: String?
+
+    @Option(help: "After the end of input, close once the peer has been quiet this many seconds.")
+    var linger: Double = 1
 
     @Argument(help: "A ws:// or wss:// URL.")
     var url: String
@@ -62,7 +66,8 @@ struct Connect: ParsableCommand {
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        let session = ConnectSession(hexBinary: binary, logger: global)
+        guard linger >= 0, linger.isFinite else { throw ValidationError("--linger must be a number of seconds, 0 or more") }
+        let session = ConnectSession(hexBinary: binary, linger: .nanoseconds(Int64(linger * 1e9)), logger: global)
         let code = try loop.flatSubmit {
             session.start(target, options: options, on: loop)
         }.wait()
@@ -77,17 +82,25 @@ private final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendab
     private let global: GlobalOptions
     private var connection: ManagedConnection?
     private var done: EventLoopPromise<Int32>?
+    private var opened = false
+    private var inputDone = false
+    private let linger: TimeAmount
+    private var lastInbound = NIODeadline.now()
 
-    init(hexBinary: Bool, logger: GlobalOptions) {
+    init(hexBinary: Bool, linger: TimeAmount, logger: GlobalOptions) {
         self.hexBinary = hexBinary
+        self.linger = linger
         self.global = logger
     }
 
     func start(_ url: WebSocketURL, options: WebSocketClientOptions, on loop: EventLoop) -> EventLoopFuture<Int32> {
         let promise = loop.makePromise(of: Int32.self)
         done = promise
-        let c = ManagedConnection(url: url, options: options, eventLoop: loop)
-        c.queueLimit = .max
+        var configuration = ManagedConnection.Configuration()
+        configuration.socket = options
+        configuration.queueLimit = .max
+        configuration.reconnect = nil
+        let c = ManagedConnection(url: url, configuration: configuration, eventLoop: loop)
         c.delegate = self
         connection = c
         c.start()
@@ -95,17 +108,41 @@ private final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendab
             while let line = readLine(strippingNewline: true) {
                 loop.execute { _ = self.connection?.send(ByteBuffer(string: line), kind: .text) }
             }
-            loop.execute { self.connection?.close(code: WebSocketCloseCode.normal, reason: "") }
+            loop.execute { self.inputEnded() }
         }
         return promise.futureResult
     }
 
+    /// End of input closes the connection, but only once what was typed before the
+    /// connection opened has gone out.
+    private func inputEnded() {
+        inputDone = true
+        if opened { closeWhenQuiet() }
+    }
+
+    private func closeWhenQuiet() {
+        guard let connection, connection.isAlive else { return }
+        let quietUntil = lastInbound + linger
+        if NIODeadline.now() >= quietUntil {
+            connection.close(code: WebSocketCloseCode.normal, reason: "")
+        } else {
+            connection.eventLoop.scheduleTask(deadline: quietUntil) { self.closeWhenQuiet() }
+        }
+    }
+
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
+        opened = true
+        lastInbound = .now()
+        if inputDone {
+            // The queue is flushed right after this returns; the quiet period starts then.
+            connection.eventLoop.execute { self.closeWhenQuiet() }
+        }
         let proto = info.subprotocol.map { " (protocol \($0))" } ?? ""
         global.makeLogger().info("connected\(proto)")
     }
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        lastInbound = .now()
         var bytes = message
         if kind == .binary && hexBinary {
             print(BinaryText.hex(bytes.readableBytesView))
@@ -115,15 +152,16 @@ private final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendab
         }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didFail error: String) {
+    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
         ScriptRuntime.writeToStderr("moonwire: \(error)")
-        if !connection.isAlive { done?.succeed(1) }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didClose info: ManagedConnection.CloseInfo) {
-        if info.by != .local || info.code != WebSocketCloseCode.normal {
-            ScriptRuntime.writeToStderr("moonwire: closed by \(info.by.rawValue): \(info.code)\(info.reason.isEmpty ? "" : " \(info.reason)")")
+    func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
+        guard opened else { return done?.succeed(1) ?? () }
+        if report.by != .local || report.code != WebSocketCloseCode.normal {
+            let reason = report.reason.isEmpty ? "" : " \(report.reason)"
+            ScriptRuntime.writeToStderr("moonwire: closed by \(report.by.rawValue): \(report.code)\(reason)")
         }
-        done?.succeed(info.code == WebSocketCloseCode.normal ? 0 : Int32(info.code % 256))
+        done?.succeed(report.code == WebSocketCloseCode.normal ? 0 : Int32(report.code % 256))
     }
 }

@@ -24,7 +24,7 @@ struct CommandRunner {
         return me.deletingLastPathComponent().appendingPathComponent("moonwire")
     }()
 
-    static func process(_ arguments: [String]) -> (Process, Pipe, Pipe) {
+    static func process(_ arguments: [String], input: Pipe? = nil) -> (Process, Pipe, Pipe) {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -33,7 +33,7 @@ struct CommandRunner {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = input ?? FileHandle.nullDevice
         return (process, out, err)
     }
 
@@ -41,9 +41,15 @@ struct CommandRunner {
         try run(arguments)
     }
 
-    static func run(_ arguments: [String]) throws -> Result {
-        let (process, out, err) = process(arguments)
+    /// `input` is written to the command's stdin, which is then closed unless `closeInput` is false.
+    static func run(_ arguments: [String], input: String? = nil, closeInput: Bool = true) throws -> Result {
+        let stdin = input.map { _ in Pipe() }
+        let (process, out, err) = process(arguments, input: stdin)
         try process.run()
+        if let stdin, let input {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            if closeInput { try stdin.fileHandleForWriting.close() }
+        }
         // Read both pipes to their end before waiting, so a chatty child cannot block on a full pipe.
         let stderrData = DataBox()
         let group = DispatchGroup()

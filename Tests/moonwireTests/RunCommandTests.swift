@@ -54,6 +54,33 @@ import Testing
         #expect(r.stderr.hasPrefix("\(path):2: unexpected symbol near '='"))
     }
 
+    /// 100 000 calls of Swift-backed functions with bad arguments, each raising a
+    /// Lua error that pcall catches: the process's resident memory stays flat.
+    @Test func raisedErrorsDoNotGrowTheProcess() throws {
+        let path = try CommandRunner.script("leak.lua", """
+            local function rss()
+              local status = assert(io.open("/proc/self/status")):read("a")
+              return tonumber(status:match("VmRSS:%s*(%d+)"))
+            end
+            local function burst(n)
+              for i = 1, n do
+                pcall(mw.hex, {})
+                pcall(mw.after, nil, i)
+                pcall(mw.unbase64, print)
+              end
+              collectgarbage("collect")
+            end
+            burst(20000)
+            local before = rss()
+            burst(100000)
+            print(rss() - before)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0)
+        let grownKiB = try #require(Int(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(grownKiB < 2048, "RSS grew by \(grownKiB) KiB over 300 000 raised errors")
+    }
+
     @Test func exitCodeFromTheScript() throws {
         let path = try CommandRunner.script("exit.lua", "mw.every(1, print)\nmw.after(0, function() mw.exit(3) end)\n")
         #expect(try CommandRunner.run("run", path).status == 3)

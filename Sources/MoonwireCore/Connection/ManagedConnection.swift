@@ -2,39 +2,73 @@ import NIOCore
 import NIOHTTP1
 
 /// What the script sees of a connection's life, reported by `ManagedConnection`.
+/// Every method is called on the connection's event loop.
 public protocol ManagedConnectionDelegate: AnyObject {
     /// Opened (first time or after a reconnect). Queued messages are flushed right
     /// after this returns, so what the delegate sends here goes first.
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo)
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
-    func managedConnection(_ connection: ManagedConnection, didFail error: String)
-    func managedConnection(_ connection: ManagedConnection, didClose info: ManagedConnection.CloseInfo)
+    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError)
+    func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport)
+    /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
+    func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
+    /// An application-level heartbeat is due: the message to send.
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer?
+    /// With a heartbeat `reply` pattern: does this message answer the heartbeat?
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool
+}
+
+extension ManagedConnectionDelegate {
+    public func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
+        ManagedConnection.RetryDecision()
+    }
+    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? { nil }
+    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool { false }
 }
 
 /// A long-lived client connection as the scripting API presents it: a
-/// WebSocket connection plus the send queue used while it is not open.
+/// WebSocket connection driven by `ConnectionLifecycle` (reconnect with
+/// backoff), `HeartbeatMonitor` and a `SendQueue` for what is sent while it is
+/// not open. This type only performs the actions those state machines decide.
 ///
-/// All methods must be called on `eventLoop`; delegate calls happen there.
+/// All methods must be called on `eventLoop`.
 ///
 /// ```swift
-/// let c = ManagedConnection(url: try WebSocketURL("ws://127.0.0.1:9000/"), options: .init(), eventLoop: loop)
+/// var config = ManagedConnection.Configuration()
+/// config.reconnect = ReconnectPolicy(attempts: nil)
+/// let c = ManagedConnection(url: try WebSocketURL("ws://127.0.0.1:9000/"), configuration: config, eventLoop: loop)
 /// c.delegate = bot
 /// c.start()
 /// _ = c.send(ByteBuffer(string: "hello"), kind: .text)   // queued until open
 /// ```
 public final class ManagedConnection {
+    public struct Configuration {
+        public var socket = WebSocketClientOptions()
+        public var queueLimit = 1024
+        public var overflow = SendQueue<Outgoing>.Overflow.error
+        public var reconnect: ReconnectPolicy? = ReconnectPolicy()
+        public var heartbeat: HeartbeatMonitor.Configuration? = HeartbeatMonitor.Configuration()
+
+        public init() {}
+    }
+
     public struct OpenInfo {
         public var subprotocol: String?
         public var headers: HTTPHeaders
         public var reconnects: Int
     }
 
-    public struct CloseInfo {
-        public var code: UInt16
-        public var reason: String
-        public var clean: Bool
-        public var by: WebSocketCloseInfo.Initiator
-        public var willReconnect: Bool
+    /// What `on_reconnect` answered.
+    public struct RetryDecision {
+        public var answer: ConnectionLifecycle.ReconnectAnswer
+        public var url: WebSocketURL?
+        public var headers: [(String, String)]?
+
+        public init(answer: ConnectionLifecycle.ReconnectAnswer = .proceed, url: WebSocketURL? = nil, headers: [(String, String)]? = nil) {
+            self.answer = answer
+            self.url = url
+            self.headers = headers
+        }
     }
 
     public enum SendResult: Equatable {
@@ -42,7 +76,7 @@ public final class ManagedConnection {
         case queued
         /// The queue is full and its overflow rule is `error`; the message was not taken.
         case queueFull
-        /// Closed for good: nothing will ever be sent.
+        /// Closing or closed: nothing will be sent.
         case closed
     }
 
@@ -57,138 +91,253 @@ public final class ManagedConnection {
         public var lastRTT: Double?
     }
 
+    /// A message waiting in the send queue.
+    public struct Outgoing {
+        var data: ByteBuffer
+        var kind: WebSocketMessageKind
+    }
+
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
+    public let queueLimit: Int
     private let socket: WebSocketConnection
-    private let events: Events
-    private var queue: [(ByteBuffer, WebSocketMessageKind)] = []
-    public var queueLimit = 1024
-    private var dropped = 0
-    private var closedForGood = false
+    private let events = SocketEvents()
+    private var lifecycle: ConnectionLifecycle
+    private var heartbeat: HeartbeatMonitor
+    private var queue: SendQueue<Outgoing>
+    private var openInfo: WebSocketOpenInfo?
+    private var retryTimer: Scheduled<Void>?
+    private var heartbeatTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
+    /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
+    private var ignoringSocket = false
+    private var droppedByLastClose = 0
+    /// Where the next dial goes, when `on_reconnect` changed it.
+    private var nextURL: WebSocketURL?
 
-    public init(url: WebSocketURL, options: WebSocketClientOptions, eventLoop: EventLoop) {
+    public init(url: WebSocketURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
-        socket = WebSocketConnection(url: url, options: options, eventLoop: eventLoop)
-        events = Events()
+        queueLimit = configuration.queueLimit
+        socket = WebSocketConnection(url: url, options: configuration.socket, eventLoop: eventLoop)
+        lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
+        heartbeat = HeartbeatMonitor(configuration.heartbeat)
+        queue = SendQueue(limit: configuration.queueLimit, overflow: configuration.overflow)
         events.owner = self
         socket.delegate = events
     }
 
     /// "connecting" | "open" | "closing" | "closed" | "reconnecting"
-    public var state: String {
-        switch socket.state {
-        case .idle, .connecting: return closedForGood ? "closed" : "connecting"
-        case .open: return "open"
-        case .closing: return "closing"
-        case .closed: return "closed"
-        }
-    }
+    public var state: String { lifecycle.state.rawValue }
 
     /// Alive: open, or on its way to be (keeps `moonwire run` going).
-    public var isAlive: Bool { !closedForGood }
+    public var isAlive: Bool { lifecycle.isAlive }
+
+    public var url: WebSocketURL { socket.url }
 
     public var stats: Stats {
         let s = socket.stats
         return Stats(
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
-            reconnects: 0, queued: queue.count, dropped: dropped, lastRTT: nil
+            reconnects: lifecycle.reconnects, queued: queue.count, dropped: queue.dropped,
+            lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 }
         )
     }
 
     public func start() {
-        do {
-            try socket.connect()
-        } catch {
-            finish(error: "\(error)")
-        }
+        drive(lifecycle.start())
     }
 
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
-        if closedForGood { return .closed }
-        if socket.state == .open {
-            do {
-                try socket.send(data, kind: kind)
-                return .sent
-            } catch {
-                return .closed
+        switch lifecycle.sendRoute {
+        case .send:
+            guard (try? socket.send(data, kind: kind)) != nil else { return .closed }
+            heartbeat.didSend(at: .now())
+            return .sent
+        case .enqueue:
+            switch queue.enqueue(Outgoing(data: data, kind: kind)) {
+            case .queued, .droppedOldest, .droppedNewest: return .queued
+            case .full: return .queueFull
             }
+        case .refuse:
+            return .closed
         }
-        guard queue.count < queueLimit else { return .queueFull }
-        queue.append((data, kind))
-        return .queued
     }
 
     public func ping(_ payload: ByteBuffer) -> Bool {
-        (try? socket.ping(payload)) != nil
+        guard lifecycle.state == .open, (try? socket.ping(payload)) != nil else { return false }
+        heartbeat.didSend(at: .now())
+        return true
     }
 
     /// A deliberate close: no reconnect afterwards. Returns how many queued messages it dropped.
     @discardableResult
     public func close(code: UInt16, reason: String) -> Int {
-        let droppedNow = queue.count
-        queue.removeAll()
-        dropped += droppedNow
-        switch socket.state {
-        case .open:
-            closedForGood = true
-            try? socket.close(code: code, reason: reason)
-        case .connecting, .idle:
-            closedForGood = true
+        droppedByLastClose = 0
+        drive(lifecycle.closeRequested(code: code, reason: reason))
+        return droppedByLastClose
+    }
+
+    /// `c:reconnect()`: reconnect now (also revives a closed connection).
+    public func reconnectNow() {
+        drive(lifecycle.reconnectRequested())
+    }
+
+    /// `c:reconnect(opts | false)`.
+    public func setReconnect(_ policy: ReconnectPolicy?) {
+        drive(lifecycle.reconnectPolicyChanged(policy))
+    }
+
+    /// `c:heartbeat(opts | false)`.
+    public func setHeartbeat(_ configuration: HeartbeatMonitor.Configuration?) {
+        heartbeat.reconfigure(configuration, at: .now())
+        armHeartbeat()
+    }
+
+    // MARK: Performing the lifecycle's actions
+
+    /// Performs a list, then whatever had to wait until the script's handlers ran.
+    private func drive(_ actions: [ConnectionLifecycle.Action]) {
+        var list = actions
+        while !list.isEmpty {
+            for action in list { perform(action) }
+            list = lifecycle.afterHandlers()
+        }
+    }
+
+    private func perform(_ action: ConnectionLifecycle.Action) {
+        switch action {
+        case .dial:
+            ignoringSocket = false
+            do {
+                try socket.connect(to: nextURL)
+                nextURL = nil
+            } catch {
+                drive(lifecycle.failed(WebSocketConnectionError(step: .connect, message: error.description)))
+            }
+        case .abortDial:
+            ignoringSocket = true
             socket.abort()
-        case .closing, .closed:
-            closedForGood = true
+        case .startHeartbeat:
+            heartbeat.start(at: .now())
+            armHeartbeat()
+        case .stopHeartbeat:
+            heartbeat.stop()
+            heartbeatTimer?.task.cancel()
+            heartbeatTimer = nil
+        case .notifyOpen(let reconnects):
+            let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
+            delegate?.managedConnectionDidOpen(self, info: info)
+        case .flushQueue:
+            for message in queue.drain() {
+                guard (try? socket.send(message.data, kind: message.kind)) != nil else { break }
+            }
+            heartbeat.didSend(at: .now())
+        case .dropQueue:
+            droppedByLastClose += queue.removeAll()
+        case .sendClose(let code, let reason):
+            try? socket.close(code: code, reason: reason)
+        case .dropConnection:
+            socket.abort()
+        case .reportError(let error):
+            delegate?.managedConnection(self, didFail: error)
+        case .reportClose(let report):
+            delegate?.managedConnection(self, didClose: report)
+        case .askReconnectHook(let attempt, let delay):
+            let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
+            if let url = decision.url { nextURL = url }
+            if let headers = decision.headers { socket.options.headers = headers }
+            drive(lifecycle.reconnectHookAnswered(decision.answer))
+        case .startRetryTimer(let delay):
+            retryTimer?.cancel()
+            retryTimer = eventLoop.scheduleTask(in: delay) { [weak self] in
+                guard let self else { return }
+                self.retryTimer = nil
+                self.drive(self.lifecycle.retryTimerFired())
+            }
+        case .cancelRetryTimer:
+            retryTimer?.cancel()
+            retryTimer = nil
         }
-        return droppedNow
     }
 
-    private func finish(error: String) {
-        closedForGood = true
-        dropped += queue.count
-        queue.removeAll()
-        delegate?.managedConnection(self, didFail: error)
-    }
-
-    fileprivate func opened(_ info: WebSocketOpenInfo) {
-        delegate?.managedConnectionDidOpen(self, info: OpenInfo(subprotocol: info.subprotocol, headers: info.headers, reconnects: 0))
-        let pending = queue
-        queue.removeAll()
-        for (data, kind) in pending where socket.state == .open {
-            try? socket.send(data, kind: kind)
+    /// One timer at the heartbeat's next deadline. Traffic only moves deadlines
+    /// later, so a timer that fires early finds nothing due and is armed again.
+    private func armHeartbeat() {
+        guard let deadline = heartbeat.nextDeadline else {
+            heartbeatTimer?.task.cancel()
+            heartbeatTimer = nil
+            return
         }
+        if let armed = heartbeatTimer, armed.deadline <= deadline { return }
+        heartbeatTimer?.task.cancel()
+        let task = eventLoop.scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.heartbeatTimer = nil
+            self.heartbeatDue()
+        }
+        heartbeatTimer = (deadline, task)
     }
 
-    fileprivate func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+    private func heartbeatDue() {
+        switch heartbeat.tick(at: .now()) {
+        case .sendPing(let payload)?:
+            try? socket.ping(ByteBuffer(bytes: payload))
+        case .sendMessage?:
+            if let message = delegate?.managedConnectionHeartbeatMessage(self) {
+                try? socket.send(message, kind: .text)
+            }
+        case .declareDead?:
+            drive(lifecycle.heartbeatFailed())
+            return
+        case nil:
+            break
+        }
+        armHeartbeat()
+    }
+
+    // MARK: Socket events
+
+    fileprivate func socketOpened(_ info: WebSocketOpenInfo) {
+        guard !ignoringSocket else { return }
+        openInfo = info
+        drive(lifecycle.opened())
+    }
+
+    fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+        let now = NIODeadline.now()
+        if case .message(reply: .matching)? = heartbeat.configuration?.probe,
+            delegate?.managedConnection(self, isHeartbeatReply: message) == true {
+            heartbeat.didReceiveReply(at: now)
+        } else {
+            heartbeat.didReceiveMessage(at: now)
+        }
         delegate?.managedConnection(self, didReceive: message, kind: kind)
     }
 
-    fileprivate func failed(_ error: WebSocketConnectionError) {
-        if socket.state == .closed || socket.state == .idle {
-            // A dial that never opened: without reconnection that is the end.
-            finish(error: error.description)
-        } else {
-            delegate?.managedConnection(self, didFail: error.description)
-        }
+    fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
+        heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
     }
 
-    fileprivate func closed(_ info: WebSocketCloseInfo) {
-        closedForGood = true
-        dropped += queue.count
-        queue.removeAll()
-        delegate?.managedConnection(
-            self, didClose: CloseInfo(code: info.code, reason: info.reason, clean: info.clean, by: info.initiator, willReconnect: false)
-        )
+    fileprivate func socketFailed(_ error: WebSocketConnectionError) {
+        guard !ignoringSocket else { return }
+        drive(lifecycle.failed(error))
+    }
+
+    fileprivate func socketClosed(_ info: WebSocketCloseInfo) {
+        guard !ignoringSocket else { return }
+        drive(lifecycle.closed(info))
     }
 }
 
 /// The socket's delegate; a separate object because the socket holds it weakly
 /// and `ManagedConnection` should not expose the delegate methods.
-private final class Events: WebSocketConnectionDelegate {
+private final class SocketEvents: WebSocketConnectionDelegate {
     weak var owner: ManagedConnection?
 
-    func connectionDidOpen(_ connection: WebSocketConnection, info: WebSocketOpenInfo) { owner?.opened(info) }
+    func connectionDidOpen(_ connection: WebSocketConnection, info: WebSocketOpenInfo) { owner?.socketOpened(info) }
     func connection(_ connection: WebSocketConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        owner?.received(message, kind: kind)
+        owner?.socketReceived(message, kind: kind)
     }
-    func connection(_ connection: WebSocketConnection, didFail error: WebSocketConnectionError) { owner?.failed(error) }
-    func connection(_ connection: WebSocketConnection, didClose info: WebSocketCloseInfo) { owner?.closed(info) }
+    func connection(_ connection: WebSocketConnection, didReceivePong payload: ByteBuffer) { owner?.socketReceivedPong(payload) }
+    func connection(_ connection: WebSocketConnection, didFail error: WebSocketConnectionError) { owner?.socketFailed(error) }
+    func connection(_ connection: WebSocketConnection, didClose info: WebSocketCloseInfo) { owner?.socketClosed(info) }
 }

@@ -54,7 +54,10 @@ public struct HeartbeatMonitor {
 
         /// Whose silence calls for a probe.
         public enum Watch: Sendable, Hashable {
-            /// Ours: probe after `interval` without sending (a client).
+            /// Ours: probe after `interval` without sending (a client). A client that
+            /// keeps sending to a peer that went quiet probes too, after `interval`
+            /// without hearing from it: otherwise a steady sender would never notice a
+            /// half-open connection.
             case outboundSilence
             /// The peer's: probe after `interval` without hearing from it (a server).
             case inboundSilence
@@ -127,7 +130,7 @@ public struct HeartbeatMonitor {
             return outstanding.sentAt + configuration.timeout
         }
         switch configuration.watch {
-        case .outboundSilence: return self.lastOutbound + configuration.interval
+        case .outboundSilence: return min(self.lastOutbound, self.lastInbound) + configuration.interval
         case .inboundSilence: return self.lastInbound + configuration.interval
         }
     }

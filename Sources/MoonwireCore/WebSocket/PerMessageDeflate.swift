@@ -87,9 +87,12 @@ final class PerMessageDeflate {
         try? self.inflater.reset()
     }
 
+    /// False when the agreed window is one zlib cannot honour; everything goes out plain.
+    var canCompress: Bool { self.deflater != nil }
+
     /// True if outbound messages of this size are worth compressing.
     func shouldCompress(_ size: Int) -> Bool {
-        self.deflater != nil && size >= Self.minimumCompressedSize
+        self.canCompress && size >= Self.minimumCompressedSize
     }
 
     /// Compresses one whole message (or one fragment, `isFinal` false) into a fresh buffer

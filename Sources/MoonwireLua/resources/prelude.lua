@@ -96,27 +96,59 @@ local function state_of(c, fname)
   return st
 end
 
+-- The heartbeat's message (a string or a function) and reply pattern stay on
+-- this side; Swift is told only that they exist.
+local function split_heartbeat(hb, fname, argn)
+  if type(hb) ~= "table" then return hb end
+  local copy = {}
+  for k, v in pairs(hb) do copy[k] = v end
+  local message, reply = hb.message, hb.reply
+  if message ~= nil then
+    if type(message) ~= "string" and type(message) ~= "function" then
+      error(("bad argument #%d to '%s' (heartbeat.message: string or function expected, got %s)")
+        :format(argn, fname, type(message)), 3)
+    end
+    copy.message = true
+  end
+  if reply ~= nil then
+    if type(reply) ~= "string" then
+      error(("bad argument #%d to '%s' (heartbeat.reply: pattern expected, got %s)"):format(argn, fname, type(reply)), 3)
+    end
+    copy.reply = true
+  end
+  return copy, message, reply
+end
+
 function mw.connect(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
-  local codec
-  if opts and opts.codec ~= nil then
-    codec = opts.codec
-    if type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
-        or (codec.decode ~= nil and type(codec.decode) ~= "function") then
+  local codec, hb_message, hb_reply
+  if opts then
+    local copy = {}
+    for k, v in pairs(opts) do copy[k] = v end
+    codec, copy.codec = copy.codec, nil
+    if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
+        or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
       error("bad argument #2 to 'mw.connect' (opts.codec: { encode = function, decode = function } expected)", 2)
     end
-    local copy = {}
-    for k, v in pairs(opts) do if k ~= "codec" then copy[k] = v end end
+    copy.heartbeat, hb_message, hb_reply = split_heartbeat(copy.heartbeat, "mw.connect", 2)
     opts = copy
   end
   local c = host.connect(url, opts)
-  conns[c] = { codec = codec, on_open = {}, on_message = {}, on_close = {}, on_error = {},
-               waiters = {}, inbox = {}, final = false }
+  conns[c] = { codec = codec, on_open = {}, on_message = {}, on_close = {}, on_error = {}, on_reconnect = {},
+               waiters = {}, inbox = {}, final = false, hb_message = hb_message, hb_reply = hb_reply }
   return c
 end
 
-for _, event in ipairs({ "open", "message", "close", "error" }) do
+local raw_heartbeat = methods.heartbeat
+function methods.heartbeat(self, opts)
+  local st = state_of(self, "c:heartbeat")
+  local copy, message, reply = split_heartbeat(opts, "c:heartbeat", 1)
+  raw_heartbeat(self, copy)
+  st.hb_message, st.hb_reply = message, reply
+end
+
+for _, event in ipairs({ "open", "message", "close", "error", "reconnect" }) do
   local key, fname = "on_" .. event, "c:on_" .. event
   methods[key] = function(self, fn)
     local st = state_of(self, fname)
@@ -257,23 +289,44 @@ function events.close(c, code, reason, info)
   if not info.will_reconnect then st.final = true end
   for _, handler in ipairs(st.on_close) do handler(c, code, reason, info) end
   wake(st, is_data_waiter, nil, "closed")
-  if st.final then wake(st, is_kind("open"), nil, "closed") end
+  if st.final then wake(st, is_kind("open"), nil, st.last_error or "closed") end
 end
 
-function events.error(c, err, final)
+function events.error(c, err)
   local st = conns[c]
   if not st then return end
   st.last_error = err
-  if final then st.final = true end
   if st.on_error[1] then
     for _, handler in ipairs(st.on_error) do handler(c, err) end
   else
     host.log("warn", "connection error: " .. err)
   end
-  if final then
-    wake(st, is_kind("open"), nil, err)
-    wake(st, is_data_waiter, nil, "closed")
+end
+
+-- The first handler that answers decides: false stops retrying, a table
+-- changes the attempt ({ delay =, url =, headers = }).
+function events.reconnect(c, attempt, delay)
+  local st = conns[c]
+  if not st then return end
+  for _, handler in ipairs(st.on_reconnect) do
+    local answer = handler(c, attempt, delay)
+    if answer ~= nil then return answer end
   end
+end
+
+function events.heartbeat_message(c)
+  local st = conns[c]
+  local message = st and st.hb_message
+  if type(message) == "function" then message = message() end
+  if type(message) ~= "string" then
+    error("heartbeat.message: the function returned a " .. type(message) .. ", not a string", 0)
+  end
+  return message
+end
+
+function events.heartbeat_reply(c, message)
+  local st = conns[c]
+  return st ~= nil and st.hb_reply ~= nil and message:find(st.hb_reply) ~= nil
 end
 
 local function logger(level)

@@ -91,13 +91,27 @@ extension LifecycleTests {
             ([10.0, 25.0, 29.9], 59.9),
             ([29.999], 59.999),
         ])
-        func sendingPostponesThePing(sends: [Double], firstPing: Double) {
+        func trafficBothWaysPostponesThePing(sends: [Double], firstPing: Double) {
             var monitor = started(client)
-            for s in sends { monitor.didSend(at: t(s)) }
+            for s in sends {
+                monitor.didSend(at: t(s))
+                monitor.didReceiveMessage(at: t(s))
+            }
             #expect(monitor.nextDeadline == t(firstPing))
             // A timer armed before the sends fires early and finds nothing due.
             #expect(monitor.tick(at: t(30)) == nil)
             #expect(monitor.tick(at: t(firstPing)) != nil)
+        }
+
+        /// The half-open case: we keep sending, the peer went quiet. Without a probe on
+        /// its silence the dead connection would go unnoticed for as long as we send.
+        @Test func aSteadySenderToAQuietPeerStillProbes() {
+            var monitor = started(client)
+            for s in stride(from: 0.5, to: 30, by: 0.5) { monitor.didSend(at: t(s)) }
+            #expect(monitor.nextDeadline == t(30))
+            #expect(monitor.tick(at: t(30)) != nil)
+            for s in stride(from: 30.5, to: 40, by: 0.5) { monitor.didSend(at: t(s)) }
+            #expect(monitor.tick(at: t(40)) == .declareDead)
         }
 
         @Test func receivingDoesNotPostponeAClientsPing() {
@@ -256,9 +270,10 @@ extension LifecycleTests {
             #expect(monitor.tick(at: t(70)) == .declareDead)
         }
 
-        @Test func sendingPostponesTheHeartbeatMessage() {
+        @Test func trafficPostponesTheHeartbeatMessage() {
             var monitor = started(Configuration(probe: .message(reply: .anyMessage)))
             monitor.didSend(at: t(25))
+            monitor.didReceiveMessage(at: t(25))
             #expect(monitor.tick(at: t(30)) == nil)
             #expect(monitor.tick(at: t(55)) == .sendMessage)
         }

@@ -1,0 +1,62 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+
+/// Binds and listens synchronously, so a server knows its port (and any bind error) the
+/// moment it is created, as `mw.listen` must return `url()` and `nil, err` at once; NIO
+/// then adopts the listening socket.
+enum ListeningSocket {
+    static func open(host: String, port: Int, backlog: Int32 = 256) throws(ServerListenError) -> (handle: NIOBSDSocket.Handle, port: Int) {
+        let where_ = HostPort.format(host: host, port: port)
+        let address: SocketAddress
+        do {
+            address = try SocketAddress.makeAddressResolvingHost(host, port: port)
+        } catch {
+            throw ServerListenError("cannot resolve '\(host)'")
+        }
+        #if canImport(Glibc)
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        #else
+        let type = SOCK_STREAM
+        #endif
+        let fd = socket(Int32(address.protocol.rawValue), type, 0)
+        guard fd >= 0 else { throw ServerListenError("\(Self.lastError()) (\(where_))") }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = address.withSockAddr { pointer, size in bind(fd, pointer, socklen_t(size)) }
+        guard bound == 0, listen(fd, backlog) == 0 else {
+            let error = Self.lastError()
+            close(fd)
+            throw ServerListenError("\(error) (\(where_))")
+        }
+        return (fd, Self.boundPort(fd) ?? port)
+    }
+
+    private static func boundPort(_ fd: Int32) -> Int? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { return nil }
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+        default:
+            return nil
+        }
+    }
+
+    private static func lastError() -> String {
+        String(cString: strerror(errno)).lowercased()
+    }
+}

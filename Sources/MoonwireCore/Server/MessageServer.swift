@@ -1,0 +1,286 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+
+/// A WebSocket (`ws://`, `wss://`) or TCP (`tcp://`, `tls://`) server on one event loop:
+/// the object behind `mw.listen`, for mock peers and prototypes.
+///
+/// The listening socket is bound when the server is created, so ``url`` tells the real
+/// port at once (port 0 picks a free one) and a bind error is thrown right there. The
+/// server, its peers and its delegate all live on ``eventLoop``: create and use them there.
+/// A listening server keeps itself alive until ``close()``.
+///
+/// ```swift
+/// loop.execute {
+///     let server = try! MessageServer(url: ServerURL("ws://127.0.0.1:0/chat"), eventLoop: loop)
+///     server.delegate = chat
+///     print(server.url)                                   // ws://127.0.0.1:39127/chat
+///     _ = try? server.broadcast(ByteBuffer(string: "hi all"), kind: .text)
+///     server.rejectNext(2, status: 503)                   // the next two handshakes get 503
+///     server.close()                                      // peers get 1001
+/// }
+/// ```
+public final class MessageServer {
+    /// The loop of the server and all its peers.
+    public let eventLoop: EventLoop
+    /// The settings.
+    public let options: MessageServerOptions
+    /// The URL the server listens on, with the bound port.
+    public private(set) var url: ServerURL
+    /// Receives the events; held weakly.
+    public weak var delegate: MessageServerDelegate?
+    /// True until ``close()``.
+    public private(set) var isListening = true
+
+    private var peersByID: [Int: ServerPeer] = [:]
+    private var nextID = 1
+    private var rejections: (count: Int, status: HTTPResponseStatus) = (0, .serviceUnavailable)
+    private var serverChannel: Channel?
+    private let sslContext: NIOSSLContext?
+    private let closed: EventLoopPromise<Void>
+
+    /// Binds `url` and starts accepting. Must be called on `eventLoop`.
+    public init(url: ServerURL, options: MessageServerOptions = MessageServerOptions(), eventLoop: EventLoop) throws(ServerListenError) {
+        eventLoop.preconditionInEventLoop()
+        do {
+            try options.framing.validate()
+        } catch {
+            throw ServerListenError(error.message)
+        }
+        let sslContext = url.secure ? try options.tls.makeServerContext() : nil
+        let socket = try ListeningSocket.open(host: url.host, port: url.port)
+        self.eventLoop = eventLoop
+        self.options = options
+        self.sslContext = sslContext
+        self.url = url
+        self.url.port = socket.port
+        // Made last: NIO insists every promise is completed, so none may be left behind by a throw.
+        self.closed = eventLoop.makePromise()
+
+        // The bootstrap keeps the server alive while it listens: no one else has to.
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        ServerBootstrap(group: eventLoop, childGroup: eventLoop)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try bound.value.configure(channel)
+                }
+            }
+            .withBoundSocket(socket.handle)
+            .assumeIsolated()
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    self.serverChannel = channel
+                    if !self.isListening { channel.close(promise: nil) }
+                case .failure(let error):
+                    self.isListening = false
+                    self.delegate?.server(self, peer: nil, didFail: WebSocketConnectionError(step: .connect, message: "listen: \(error)"))
+                    self.finishIfClosed()
+                }
+            }
+    }
+
+    /// Connected peers, in the order they connected.
+    public var peers: [ServerPeer] {
+        self.peersByID.values.filter(\.isConnected).sorted { $0.id < $1.id }
+    }
+
+    /// Succeeds when the server stopped listening and every peer is gone.
+    public var closeFuture: EventLoopFuture<Void> { self.closed.futureResult }
+
+    // MARK: Server-wide operations
+
+    /// Sends one message to every connected peer. The frame (or TCP encoding) is made once
+    /// and the same buffer is written to each peer; only peers with their own compression
+    /// state get their own frame. Returns how many peers it went to.
+    @discardableResult
+    public func broadcast(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) -> Int {
+        let allocator = ByteBufferAllocator()
+        let shared: ByteBuffer
+        switch self.url.kind {
+        case .webSocket:
+            shared = try WebSocketPeerHandler.frame(data, kind: kind, deflate: nil, allocator: allocator)
+        case .tcp:
+            shared = try MessageEncoder(self.options.framing).encode(data, allocator: allocator)
+        }
+        var reached = 0
+        for peer in self.peers where peer.isOpen {
+            if peer.deflate != nil {
+                guard (try? peer.send(data, kind: kind)) != nil else { continue }
+            } else {
+                guard (try? peer.writeEncoded(shared, payloadSize: data.readableBytes)) != nil else { continue }
+            }
+            reached += 1
+        }
+        return reached
+    }
+
+    /// Refuses the next `count` connections: WebSocket handshakes get HTTP `status`; TCP
+    /// connections are accepted and closed at once.
+    public func rejectNext(_ count: Int, status: Int = 503) {
+        self.rejections = (max(0, count), HTTPResponseStatus(statusCode: status))
+    }
+
+    /// Stops listening and closes every peer (WebSocket: 1001 "server shutting down").
+    /// ``closeFuture`` succeeds when all are gone.
+    @discardableResult
+    public func close() -> EventLoopFuture<Void> {
+        guard self.isListening else { return self.closed.futureResult }
+        self.isListening = false
+        self.serverChannel?.close(promise: nil)
+        for peer in self.peersByID.values.sorted(by: { $0.id < $1.id }) {
+            if peer.isConnected {
+                try? peer.close(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
+            } else {
+                peer.channel.close(promise: nil)
+            }
+        }
+        self.finishIfClosed()
+        return self.closed.futureResult
+    }
+
+    private func finishIfClosed() {
+        if !self.isListening && self.peersByID.isEmpty {
+            self.closed.succeed(())
+        }
+    }
+
+    // MARK: Accepting
+
+    private func configure(_ channel: Channel) throws {
+        guard self.isListening else {
+            channel.close(promise: nil)
+            return
+        }
+        let pipeline = channel.pipeline.syncOperations
+        if let context = self.sslContext {
+            try pipeline.addHandler(NIOSSLServerHandler(context: context))
+        }
+        switch self.url.kind {
+        case .tcp:
+            if self.rejections.count > 0 {
+                self.rejections.count -= 1
+                channel.eventLoop.assumeIsolated().execute { channel.close(promise: nil) }
+                return
+            }
+            let peer = self.makePeer(channel, path: "", headers: [:])
+            try pipeline.addHandler(peer.makeTCPLink(framing: self.options.framing, closeTimeout: self.options.closeTimeout))
+            if self.sslContext != nil {
+                try pipeline.addHandler(TLSHandshakeWatcher { [weak self, weak peer] result in
+                    guard let self, let peer else { return }
+                    switch result {
+                    case .success: peer.connected()
+                    case .failure(let error): self.incomingFailed(error)
+                    }
+                }, position: .after(try pipeline.handler(type: NIOSSLServerHandler.self)))
+            }
+        case .webSocket:
+            let gate = HandshakeGate()
+            let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+            let upgrader = NIOWebSocketServerUpgrader(
+                maxFrameSize: min(self.options.maxMessage, Int(UInt32.max)),
+                automaticErrorHandling: false,
+                shouldUpgrade: { channel, head in
+                    channel.eventLoop.makeSucceededFuture(bound.value.shouldUpgrade(head, gate: gate))
+                },
+                upgradePipelineHandler: { channel, head in
+                    channel.eventLoop.makeCompletedFuture {
+                        try bound.value.upgraded(channel, head: head, gate: gate)
+                    }
+                }
+            )
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: false,
+                withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
+                withErrorHandling: true
+            )
+            try pipeline.addHandler(HTTPFallbackHandler(gate: gate))
+        }
+    }
+
+    private func incomingFailed(_ error: Error) {
+        let message = (error as? WebSocketConnectionError)?.message ?? DialError.describe(tls: error)
+        self.delegate?.server(self, peer: nil, didFail: WebSocketConnectionError(step: .tls, message: message))
+    }
+
+    private func makePeer(_ channel: Channel, path: String, headers: HTTPHeaders) -> ServerPeer {
+        let address = channel.remoteAddress.map(DialError.describe) ?? "unknown"
+        let request = ServerPeerRequest(path: path, headers: headers, subprotocol: nil, remoteAddress: address)
+        let peer = ServerPeer(id: self.nextID, channel: channel, request: request, server: self)
+        self.nextID += 1
+        self.peersByID[peer.id] = peer
+        return peer
+    }
+
+    /// The upgrade decision: refusals, the path, the subprotocol and compression.
+    private func shouldUpgrade(_ head: HTTPRequestHead, gate: HandshakeGate) -> HTTPHeaders? {
+        guard self.isListening else {
+            gate.refusal = .serviceUnavailable
+            return nil
+        }
+        if self.rejections.count > 0 {
+            self.rejections.count -= 1
+            gate.refusal = self.rejections.status
+            return nil
+        }
+        if let path = self.url.path {
+            let requested = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            guard requested == path else {
+                gate.refusal = .notFound
+                return nil
+            }
+        }
+        var headers = HTTPHeaders()
+        let offered = head.headers[canonicalForm: "sec-websocket-protocol"].map(String.init)
+        if let chosen = offered.first(where: self.options.protocols.contains) {
+            headers.add(name: "Sec-WebSocket-Protocol", value: chosen)
+            gate.subprotocol = chosen
+        }
+        if self.options.compress, let accepted = PerMessageDeflate.serverAccept(head.headers) {
+            headers.add(name: "Sec-WebSocket-Extensions", value: accepted.response)
+            gate.deflate = accepted.deflate
+        }
+        return headers
+    }
+
+    /// After the 101 went out: swap the HTTP leftovers for the peer's handler.
+    private func upgraded(_ channel: Channel, head: HTTPRequestHead, gate: HandshakeGate) throws {
+        let pipeline = channel.pipeline.syncOperations
+        // Frames are written ready-made (and raw bytes around them), below NIO's encoder.
+        let outlet = RawOutlet()
+        try pipeline.addHandler(outlet, position: .before(try pipeline.handler(type: WebSocketFrameEncoder.self)))
+        pipeline.removeHandler(try pipeline.handler(type: HTTPFallbackHandler.self), promise: nil)
+        let peer = self.makePeer(channel, path: head.uri, headers: head.headers)
+        try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout, outlet: outlet))
+        peer.connected(subprotocol: gate.subprotocol)
+    }
+
+    // MARK: Peer events
+
+    func peerBecameActive(_ peer: ServerPeer) {
+        if self.sslContext == nil { peer.connected() }
+    }
+
+    func peerConnected(_ peer: ServerPeer) {
+        self.delegate?.server(self, didConnect: peer, request: peer.request)
+    }
+
+    func peer(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.delegate?.server(self, peer: peer, didReceive: message, kind: kind)
+    }
+
+    func peer(_ peer: ServerPeer, didFail error: WebSocketConnectionError) {
+        self.delegate?.server(self, peer: peer, didFail: error)
+    }
+
+    func peer(_ peer: ServerPeer, didClose info: WebSocketCloseInfo, wasConnected: Bool) {
+        self.peersByID[peer.id] = nil
+        if wasConnected {
+            self.delegate?.server(self, peer: peer, didClose: info)
+        }
+        self.finishIfClosed()
+    }
+}

@@ -1,0 +1,32 @@
+import NIOCore
+
+/// Receives a ``MessageServer``'s events, on its loop, synchronously. For each peer:
+/// `didConnect`, then its messages, then one `didClose`, preceded by one `didFail` when
+/// the peer broke the protocol or the framing. Errors of connections that never became
+/// peers (a failed TLS handshake) come with a nil peer.
+///
+/// ```swift
+/// final class Echo: MessageServerDelegate {
+///     func server(_ s: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {}
+///     func server(_ s: MessageServer, peer: ServerPeer, didReceive m: ByteBuffer, kind: WebSocketMessageKind) {
+///         try? peer.send(m, kind: kind)
+///     }
+///     func server(_ s: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {}
+/// }
+/// ```
+public protocol MessageServerDelegate: AnyObject {
+    /// A peer connected: the WebSocket handshake (or TLS) is done; it may be sent to now.
+    func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest)
+    /// A whole message from a peer (TCP: as cut by the framing, kind binary).
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
+    /// A peer's connection ended: its close code and reason (1006 when dropped).
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo)
+    /// A peer broke the protocol (`.protocol`, with the close code sent), or an incoming
+    /// connection failed before it became a peer (`.tls`).
+    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError)
+}
+
+extension MessageServerDelegate {
+    /// Errors are ignored unless the delegate wants them.
+    public func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {}
+}

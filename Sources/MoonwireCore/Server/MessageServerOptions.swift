@@ -1,0 +1,68 @@
+import NIOCore
+
+/// Settings of a server (`mw.listen`'s options).
+///
+/// ```swift
+/// var options = MessageServerOptions()
+/// options.protocols = ["chat.v2"]
+/// options.heartbeat = .dropSilentPeers(after: .seconds(10))
+/// options.tls.certificateFile = "server.pem"
+/// options.tls.privateKeyFile = "server.key"
+/// ```
+public struct MessageServerOptions: Sendable {
+    /// Subprotocols the WebSocket server accepts. The first one the client offers (in the
+    /// client's order of preference) is chosen; none chosen when nothing matches.
+    public var protocols: [String]
+    /// Largest incoming WebSocket message (after decompression): larger ones close with
+    /// 1009. TCP limits are the framing's.
+    public var maxMessage: Int
+    /// Accept permessage-deflate when a WebSocket client offers it.
+    public var compress: Bool
+    /// How `tcp://` and `tls://` streams are cut into messages.
+    public var framing: TCPFraming
+    /// Drops peers that stay silent; nil keeps them for ever. Use ``HeartbeatMonitor/Configuration/dropSilentPeers(after:ping:)``.
+    public var heartbeat: HeartbeatMonitor.Configuration?
+    /// How long to wait for a WebSocket peer's close frame after ours, and for TCP writes to
+    /// drain on close, before dropping the connection.
+    public var closeTimeout: TimeAmount
+    /// The certificate (`certificateFile`, `privateKeyFile`) of `wss://` and `tls://`; with
+    /// `caFile`, clients must present a certificate issued by that CA.
+    public var tls: TLSOptions
+
+    /// The scripting API's defaults: no subprotocols, 16 MiB messages, no compression,
+    /// line framing, no heartbeat, 5 s close timeout.
+    public init(
+        protocols: [String] = [],
+        maxMessage: Int = 16 * 1024 * 1024,
+        compress: Bool = false,
+        framing: TCPFraming = .line(),
+        heartbeat: HeartbeatMonitor.Configuration? = nil,
+        closeTimeout: TimeAmount = .seconds(5),
+        tls: TLSOptions = TLSOptions()
+    ) {
+        self.protocols = protocols
+        self.maxMessage = maxMessage
+        self.compress = compress
+        self.framing = framing
+        self.heartbeat = heartbeat
+        self.closeTimeout = closeTimeout
+        self.tls = tls
+    }
+}
+
+extension HeartbeatMonitor.Configuration {
+    /// A server heartbeat that drops a peer after `timeout` without hearing anything from
+    /// it. With `ping` (WebSocket only), a ping probes the peer after half of that, so an
+    /// idle but healthy client stays by answering with a pong.
+    ///
+    /// ```swift
+    /// options.heartbeat = .dropSilentPeers(after: .seconds(10))   // SPEC's heartbeat = { timeout = 10 }
+    /// ```
+    public static func dropSilentPeers(after timeout: TimeAmount, ping: Bool = false) -> Self {
+        if ping {
+            let half = TimeAmount.nanoseconds(timeout.nanoseconds / 2)
+            return Self(interval: half, timeout: timeout - half, probe: .ping, watch: .inboundSilence)
+        }
+        return Self(interval: timeout, timeout: .zero, probe: nil, watch: .inboundSilence)
+    }
+}

@@ -1,0 +1,304 @@
+import NIOCore
+
+/// One client connected to a ``MessageServer``: the `peer` of `on_connect`, with what a
+/// mock server needs to play a real one, or a broken one.
+///
+/// All methods must be called on the server's loop.
+///
+/// ```swift
+/// try peer.send(ByteBuffer(string: "welcome"), kind: .text)
+/// peer.pause(for: .seconds(3))              // stop reading and answering pings
+/// peer.sendRaw(ByteBuffer(bytes: [0x81, 0x7E]))   // a frame header promising bytes that never come
+/// peer.abort()                              // RST, no close frame
+/// ```
+public final class ServerPeer {
+    /// Increasing from 1 in the order peers connected to their server.
+    public let id: Int
+    /// `ip:port` of the client.
+    public let remoteAddress: String
+    /// The handshake request (path, headers, subprotocol); only the address for TCP.
+    public private(set) var request: ServerPeerRequest
+    /// Message and byte counters.
+    public private(set) var stats = TransportStats()
+    /// True while the peer is stopped by ``pause(for:)``.
+    public private(set) var isPaused = false
+    /// The channel, for diagnostics and tests.
+    public let channel: Channel
+
+    enum Link {
+        case webSocket(WebSocketPeerHandler)
+        case tcp(FramedChannelHandler)
+    }
+
+    private(set) var link: Link!
+    private weak var server: MessageServer?
+    /// Announced to the delegate (TCP up, TLS and the WebSocket handshake done).
+    private(set) var isConnected = false
+    private(set) var isClosed = false
+    private var heartbeat: HeartbeatMonitor
+    private var heartbeatTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
+    private var resumeTimer: Scheduled<Void>?
+
+    init(id: Int, channel: Channel, request: ServerPeerRequest, server: MessageServer) {
+        self.id = id
+        self.channel = channel
+        self.remoteAddress = request.remoteAddress
+        self.request = request
+        self.server = server
+        self.heartbeat = HeartbeatMonitor(server.options.heartbeat)
+    }
+
+    /// Creates the WebSocket handler; the caller adds it to the pipeline.
+    func makeWebSocketLink(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet) -> WebSocketPeerHandler {
+        let handler = WebSocketPeerHandler(maxMessage: maxMessage, deflate: deflate, closeTimeout: closeTimeout, outlet: outlet, owner: self)
+        self.link = .webSocket(handler)
+        return handler
+    }
+
+    /// Creates the TCP handler; the caller adds it to the pipeline.
+    func makeTCPLink(framing: TCPFraming, closeTimeout: TimeAmount) -> FramedChannelHandler {
+        let handler = FramedChannelHandler(framing: framing, closeTimeout: closeTimeout, owner: self)
+        self.link = .tcp(handler)
+        return handler
+    }
+
+    /// True while messages can be sent.
+    public var isOpen: Bool {
+        guard self.isConnected, !self.isClosed else { return false }
+        switch self.link {
+        case .webSocket(let handler)?: return handler.isOpen
+        case .tcp(let handler)?: return handler.isOpen
+        case nil: return false
+        }
+    }
+
+    // MARK: Talking
+
+    /// Sends a message (TCP: framed by the server's framing; `kind` is ignored).
+    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) {
+        guard self.isConnected else { throw WebSocketUsageError("peer is not connected") }
+        switch self.link {
+        case .webSocket(let handler)?: try handler.send(data, kind: kind)
+        case .tcp(let handler)?: try handler.send(data)
+        case nil: throw WebSocketUsageError("peer is not connected")
+        }
+        self.countSent(data.readableBytes)
+    }
+
+    /// Writes a message already encoded for this kind of server (a broadcast's buffer).
+    func writeEncoded(_ bytes: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError) {
+        switch self.link {
+        case .webSocket(let handler)?: try handler.writeEncoded(bytes)
+        case .tcp(let handler)?: try handler.writeEncoded(bytes)
+        case nil: throw WebSocketUsageError("peer is not connected")
+        }
+        self.countSent(payloadSize)
+    }
+
+    /// The compression state, when this WebSocket peer negotiated it (its frames cannot be
+    /// shared with other peers).
+    var deflate: PerMessageDeflate? {
+        if case .webSocket(let handler)? = self.link { return handler.deflate }
+        return nil
+    }
+
+    private func countSent(_ bytes: Int) {
+        self.stats.messagesSent += 1
+        self.stats.bytesSent += bytes
+        self.heartbeat.didSend(at: .now())
+    }
+
+    /// Sends a WebSocket ping; throws for TCP.
+    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(WebSocketUsageError) {
+        guard case .webSocket(let handler)? = self.link else { throw WebSocketUsageError("TCP has no ping") }
+        try handler.ping(payload)
+    }
+
+    /// Closes the connection in order: a WebSocket close handshake (`code` 1000, 1001,
+    /// 3000–4999, ...), or for TCP FIN after pending writes (the code is only reported).
+    public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
+        switch self.link {
+        case .webSocket(let handler)?:
+            guard WebSocketCloseCode.isValidOnWire(code) else {
+                throw WebSocketUsageError("invalid close code \(code): use 1000 or 3000-4999")
+            }
+            guard reason.utf8.count <= 123 else { throw WebSocketUsageError("close reason longer than 123 bytes") }
+            handler.close(code: code, reason: reason)
+        case .tcp(let handler)?:
+            handler.close(code: code, reason: reason)
+        case nil:
+            self.channel.close(promise: nil)
+        }
+    }
+
+    // MARK: Fault injection
+
+    /// Drops the connection the way a crashed host does: no close frame, and RST instead of
+    /// FIN (SO_LINGER 0). Reported as 1006.
+    public func abort() {
+        self.drop(reset: true, reason: "aborted")
+    }
+
+    /// Stops reading from the peer for `duration`: its messages and pings wait in the
+    /// kernel, unanswered, as with a stalled process; then everything resumes. The server
+    /// heartbeat does not count the pause against the peer. Pausing again restarts the clock.
+    public func pause(for duration: TimeAmount) {
+        guard !self.isClosed else { return }
+        self.isPaused = true
+        self.setAutoRead(false)
+        self.stopHeartbeat()
+        self.resumeTimer?.cancel()
+        self.resumeTimer = self.channel.eventLoop.assumeIsolated().scheduleTask(in: duration) { [weak self] in
+            self?.resume()
+        }
+    }
+
+    /// Ends a pause early.
+    public func resume() {
+        guard self.isPaused else { return }
+        self.isPaused = false
+        self.resumeTimer?.cancel()
+        self.resumeTimer = nil
+        self.setAutoRead(true)
+        if self.isConnected && !self.isClosed { self.startHeartbeat() }
+    }
+
+    /// Writes `bytes` as they are, around the framing and the WebSocket codec: hand-made
+    /// frames, invalid UTF-8, lengths that lie.
+    public func sendRaw(_ bytes: ByteBuffer) {
+        guard !self.isClosed else { return }
+        if case .webSocket(let handler)? = self.link {
+            handler.outlet.write(bytes, promise: nil)
+            handler.outlet.flush()
+        } else {
+            self.channel.writeAndFlush(bytes, promise: nil)
+        }
+    }
+
+    private func setAutoRead(_ on: Bool) {
+        try? self.channel.syncOptions?.setOption(.autoRead, value: on)
+    }
+
+    private func drop(reset: Bool, reason: String) {
+        switch self.link {
+        case .webSocket(let handler)?: handler.abort(reset: reset, reason: reason)
+        case .tcp(let handler)?: handler.abort(reset: reset, reason: reason)
+        case nil: self.channel.close(promise: nil)
+        }
+    }
+
+    // MARK: Life
+
+    /// The peer is ready: start watching it and tell the server.
+    func connected(subprotocol: String? = nil) {
+        guard !self.isConnected, !self.isClosed else { return }
+        self.isConnected = true
+        self.request.subprotocol = subprotocol
+        self.startHeartbeat()
+        self.server?.peerConnected(self)
+    }
+
+    private func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.stats.messagesReceived += 1
+        self.stats.bytesReceived += message.readableBytes
+        self.heartbeat.didReceiveMessage(at: .now())
+        self.server?.peer(self, didReceive: message, kind: kind)
+    }
+
+    private func failed(_ error: WebSocketConnectionError) {
+        self.server?.peer(self, didFail: error)
+    }
+
+    private func closed(_ info: WebSocketCloseInfo) {
+        guard !self.isClosed else { return }
+        self.isClosed = true
+        self.stopHeartbeat()
+        self.resumeTimer?.cancel()
+        self.server?.peer(self, didClose: info, wasConnected: self.isConnected)
+    }
+
+    // MARK: Heartbeat
+
+    private func startHeartbeat() {
+        guard self.heartbeat.configuration != nil else { return }
+        self.heartbeat.start(at: .now())
+        self.armHeartbeat()
+    }
+
+    private func stopHeartbeat() {
+        self.heartbeat.stop()
+        self.heartbeatTimer?.task.cancel()
+        self.heartbeatTimer = nil
+    }
+
+    /// One timer at the next deadline; traffic only moves deadlines later, so a timer that
+    /// fires early finds nothing due and is armed again.
+    private func armHeartbeat() {
+        guard let deadline = self.heartbeat.nextDeadline else {
+            self.stopHeartbeat()
+            return
+        }
+        if let armed = self.heartbeatTimer, armed.deadline <= deadline { return }
+        self.heartbeatTimer?.task.cancel()
+        let task = self.channel.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            guard let self else { return }
+            self.heartbeatTimer = nil
+            self.heartbeatDue()
+        }
+        self.heartbeatTimer = (deadline, task)
+    }
+
+    private func heartbeatDue() {
+        switch self.heartbeat.tick(at: .now()) {
+        case .sendPing(let payload)?:
+            // A TCP peer has no ping: its silence alone decides.
+            try? self.ping(ByteBuffer(bytes: payload))
+        case .sendMessage?, nil:
+            break
+        case .declareDead?:
+            self.drop(reset: false, reason: "heartbeat timeout")
+            return
+        }
+        self.armHeartbeat()
+    }
+}
+
+extension ServerPeer: WebSocketPeerOwner {
+    func webSocketPeerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.received(message, kind: kind)
+    }
+
+    func webSocketPeerReceivedPing() {
+        self.heartbeat.didReceivePing(at: .now())
+    }
+
+    func webSocketPeerReceivedPong(_ payload: ByteBuffer) {
+        self.heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+    }
+
+    func webSocketPeerFailed(_ violation: WebSocketProtocolViolation) {
+        self.failed(.protocolViolation(violation))
+    }
+
+    func webSocketPeerClosed(_ info: WebSocketCloseInfo) {
+        self.closed(info)
+    }
+}
+
+extension ServerPeer: FramedChannelOwner {
+    func framedChannelReceived(_ message: ByteBuffer) {
+        self.received(message, kind: .binary)
+    }
+
+    func framedChannelFailed(_ error: TCPFramingError) {
+        self.failed(WebSocketConnectionError(step: .protocol, message: "\(error.message) (closed with \(error.closeCode))", closeCode: error.closeCode))
+    }
+
+    func framedChannelClosed(_ info: WebSocketCloseInfo) {
+        self.closed(info)
+    }
+
+    func framedChannelActive() {
+        self.server?.peerBecameActive(self)
+    }
+}

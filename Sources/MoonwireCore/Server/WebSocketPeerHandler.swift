@@ -1,0 +1,292 @@
+import NIOCore
+import NIOWebSocket
+
+/// What a ``WebSocketPeerHandler`` tells its ``ServerPeer``.
+protocol WebSocketPeerOwner: AnyObject {
+    func webSocketPeerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind)
+    func webSocketPeerReceivedPing()
+    func webSocketPeerReceivedPong(_ payload: ByteBuffer)
+    /// The client broke the protocol; the close report follows.
+    func webSocketPeerFailed(_ violation: WebSocketProtocolViolation)
+    /// The connection ended; called exactly once.
+    func webSocketPeerClosed(_ info: WebSocketCloseInfo)
+}
+
+/// The server side of one upgraded WebSocket: takes the frames NIO's decoder parsed,
+/// enforces what a server must (client frames are masked, known opcodes), assembles
+/// messages with the client's ``WebSocketMessageAssembler`` (continuations, UTF-8,
+/// `max_message`, compression), answers pings and runs the close handshake with
+/// ``WebSocketCloseStateMachine``. Writes go out as ready-made unmasked frames, so NIO's
+/// frame encoder is not in the pipeline and raw bytes can be written around this handler.
+///
+/// Unlike a client, a server closes TCP as soon as the close handshake is over (RFC 6455
+/// §7.1.1), and right after echoing a client's close.
+final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = ByteBuffer
+
+    private var assembler: WebSocketMessageAssembler
+    private var closing = WebSocketCloseStateMachine()
+    let deflate: PerMessageDeflate?
+    private let closeTimeout: TimeAmount
+    private weak var owner: WebSocketPeerOwner?
+    /// Where frames are written: below NIO's frame encoder.
+    let outlet: RawOutlet
+    private var context: ChannelHandlerContext?
+    private var discarding = false
+    private var reading = false
+    private var flushPending = false
+    private var flushScheduled = false
+    private var closeTimer: Scheduled<Void>?
+
+    init(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet, owner: WebSocketPeerOwner) {
+        self.outlet = outlet
+        self.assembler = WebSocketMessageAssembler(maxMessage: maxMessage, deflate: deflate)
+        self.deflate = deflate
+        self.closeTimeout = closeTimeout
+        self.owner = owner
+    }
+
+    /// True while messages may be sent.
+    var isOpen: Bool {
+        if case .open = self.closing.state, self.context != nil { return true }
+        return false
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        self.closeTimer?.cancel()
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.discarding else { return }
+        let frame = self.unwrapInboundIn(data)
+        self.reading = true
+        let action: WebSocketMessageAssembler.Action
+        do {
+            action = try self.assemble(frame)
+        } catch {
+            self.protocolViolation(error)
+            return
+        }
+        switch action {
+        case .none:
+            break
+        case .message(let message, let kind):
+            self.owner?.webSocketPeerReceived(message, kind: kind)
+        case .ping(let payload):
+            self.owner?.webSocketPeerReceivedPing()
+            if case .open = self.closing.state {
+                self.write(WebSocketServerFrame.encode(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
+            }
+        case .pong(let payload):
+            self.owner?.webSocketPeerReceivedPong(payload)
+        case .close(let code, let reason):
+            self.perform(self.closing.peerClosed(code: code, reason: reason))
+        }
+    }
+
+    private func assemble(_ frame: WebSocketFrame) throws(WebSocketProtocolViolation) -> WebSocketMessageAssembler.Action {
+        guard frame.maskKey != nil else { throw .protocolError("unmasked frame from client") }
+        let opcode = UInt8(webSocketOpcode: frame.opcode)
+        switch opcode {
+        case 0x0, 0x1, 0x2, 0x8, 0x9, 0xA: break
+        default: throw .protocolError("unknown opcode \(opcode)")
+        }
+        let payload = frame.unmaskedData
+        let header = WebSocketFrameHeader(
+            fin: frame.fin,
+            rsv1: frame.rsv1,
+            rsv2: frame.rsv2,
+            rsv3: frame.rsv3,
+            opcode: opcode,
+            length: payload.readableBytes
+        )
+        _ = try self.assembler.handle(.header(header))
+        return try self.assembler.handle(.payload(payload, frameComplete: true))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.reading = false
+        if self.flushPending {
+            self.flushPending = false
+            self.outlet.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // NIO's frame decoder refuses some frames before they reach channelRead.
+        if let error = error as? NIOWebSocketError, !self.discarding {
+            switch error {
+            case .invalidFrameLength:
+                self.protocolViolation(WebSocketProtocolViolation(code: WebSocketCloseCode.messageTooBig, reason: "message larger than max_message (\(self.assembler.maxMessage) bytes)"))
+            case .fragmentedControlFrame:
+                self.protocolViolation(.protocolError("fragmented control frame"))
+            case .multiByteControlFrameLength:
+                self.protocolViolation(.protocolError("control frame longer than 125 bytes"))
+            }
+            return
+        }
+        // Resets and TLS truncation end the transport; channelInactive reports the outcome.
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.closeTimer?.cancel()
+        if let info = self.closing.transportClosed() {
+            self.report(info)
+        }
+        context.fireChannelInactive()
+    }
+
+    private func protocolViolation(_ violation: WebSocketProtocolViolation) {
+        let action = self.closing.protocolViolation(violation)
+        self.discarding = true
+        if case .sendClose = action {
+            self.owner?.webSocketPeerFailed(violation)
+        }
+        self.perform(action)
+    }
+
+    // MARK: Outbound
+
+    /// Sends a whole message, compressed when negotiated and worth it.
+    func send(_ data: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+        guard let context = self.context, case .open = self.closing.state else {
+            throw WebSocketUsageError("connection is not open")
+        }
+        self.write(try Self.frame(data, kind: kind, deflate: self.deflate, allocator: context.channel.allocator))
+    }
+
+    /// The frame for a message; compressed frames are specific to one peer's deflate state.
+    static func frame(_ data: ByteBuffer, kind: WebSocketMessageKind, deflate: PerMessageDeflate?, allocator: ByteBufferAllocator) throws(WebSocketUsageError) -> ByteBuffer {
+        let opcode: UInt8 = kind == .text ? 0x1 : 0x2
+        guard let deflate, deflate.shouldCompress(data.readableBytes) else {
+            return WebSocketServerFrame.encode(opcode: opcode, payload: data, allocator: allocator)
+        }
+        var compressed: ByteBuffer
+        do {
+            compressed = try deflate.deflate(data, isFinal: true, headroom: WebSocketServerFrame.maxHeaderSize, allocator: allocator)
+        } catch {
+            throw WebSocketUsageError("compression failed: \(error)")
+        }
+        WebSocketServerFrame.frameInPlace(opcode: opcode, fin: true, rsv1: true, buffer: &compressed)
+        return compressed
+    }
+
+    /// Writes a frame encoded elsewhere (a broadcast's shared buffer).
+    func writeEncoded(_ frame: ByteBuffer) throws(WebSocketUsageError) {
+        guard self.isOpen else { throw WebSocketUsageError("connection is not open") }
+        self.write(frame)
+    }
+
+    func ping(_ payload: ByteBuffer) throws(WebSocketUsageError) {
+        guard let context = self.context, case .open = self.closing.state else {
+            throw WebSocketUsageError("connection is not open")
+        }
+        guard payload.readableBytes <= 125 else { throw WebSocketUsageError("ping payload longer than 125 bytes") }
+        self.write(WebSocketServerFrame.encode(opcode: 0x9, payload: payload, allocator: context.channel.allocator))
+    }
+
+    func close(code: UInt16, reason: String) {
+        self.perform(self.closing.closeRequested(code: code, reason: reason))
+    }
+
+    /// Drops the connection without a close frame; with `reset`, RST instead of FIN.
+    func abort(reset: Bool, reason: String) {
+        guard let context = self.context else { return }
+        guard case .drop(var info) = self.closing.aborted() else { return }
+        self.discarding = true
+        info.reason = reason
+        self.report(info)
+        guard reset, let socket = context.channel as? SocketOptionProvider else {
+            context.close(promise: nil)
+            return
+        }
+        socket.setSoLinger(NIOLinger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
+            self.context?.close(promise: nil)
+        }
+    }
+
+    private func write(_ frame: ByteBuffer) {
+        guard let context = self.context else { return }
+        self.outlet.write(frame, promise: nil)
+        if self.reading {
+            self.flushPending = true
+        } else if !self.flushScheduled {
+            // Coalesce the sends of one loop tick into a single flush (one syscall).
+            self.flushScheduled = true
+            context.eventLoop.assumeIsolated().execute {
+                self.flushScheduled = false
+                self.outlet.flush()
+            }
+        }
+    }
+
+    // MARK: Close handshake
+
+    private func perform(_ action: WebSocketCloseStateMachine.Action) {
+        switch action {
+        case .none:
+            break
+        case .sendClose(let code, let reason):
+            self.writeClose(code: code, reason: reason)
+            self.armCloseTimer()
+        case .echoClose(let code, let reason, let info):
+            self.discarding = true
+            self.writeClose(code: code, reason: reason)
+            self.report(info)
+            self.closeAfterFlush()
+        case .report(let info):
+            self.discarding = true
+            self.report(info)
+            self.closeAfterFlush()
+        case .drop(let info):
+            self.discarding = true
+            self.report(info)
+            self.context?.close(promise: nil)
+        }
+    }
+
+    private func writeClose(code: UInt16?, reason: String) {
+        guard let context = self.context else { return }
+        let payload = WebSocketServerFrame.closePayload(code: code, reason: reason, allocator: context.channel.allocator)
+        self.write(WebSocketServerFrame.encode(opcode: 0x8, payload: payload, allocator: context.channel.allocator))
+    }
+
+    /// The server ends TCP once the handshake is over, after the last frame went out.
+    private func closeAfterFlush() {
+        guard let context = self.context else { return }
+        let flushed = context.eventLoop.makePromise(of: Void.self)
+        self.outlet.write(ByteBuffer(), promise: flushed)
+        self.outlet.flush()
+        flushed.futureResult.assumeIsolated().whenComplete { _ in self.context?.close(promise: nil) }
+        self.armCloseTimer()
+    }
+
+    private func armCloseTimer() {
+        guard let context = self.context else { return }
+        self.closeTimer?.cancel()
+        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
+            let action = self.closing.closeTimedOut()
+            if case .none = action {
+                self.context?.close(promise: nil)
+            } else {
+                self.perform(action)
+            }
+        }
+    }
+
+    private func report(_ info: WebSocketCloseInfo) {
+        let owner = self.owner
+        self.owner = nil
+        owner?.webSocketPeerClosed(info)
+    }
+}

@@ -1,0 +1,202 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+
+/// What a ``FramedChannelHandler`` tells the object that owns the connection.
+protocol FramedChannelOwner: AnyObject {
+    func framedChannelReceived(_ message: ByteBuffer)
+    /// The peer broke the framing; the close report follows.
+    func framedChannelFailed(_ error: TCPFramingError)
+    /// The connection ended; called exactly once.
+    func framedChannelClosed(_ info: WebSocketCloseInfo)
+    /// TCP is up (an accepted connection becomes active after its pipeline is set up).
+    func framedChannelActive()
+}
+
+extension FramedChannelOwner {
+    func framedChannelActive() {}
+}
+
+/// An open TCP (or TLS) message stream: cuts inbound bytes into messages with the
+/// framing's decoder, frames outbound messages with its encoder, and works out how the
+/// connection ended. Used by client connections and by server peers alike.
+///
+/// How it ended, as a WebSocket close code (there is no close frame in TCP):
+/// - `close(code:reason:)`: what was asked, clean, by `local`, after pending writes drained;
+/// - EOF from the peer: 1000, clean, by `peer`;
+/// - a reset, a read error or `abort()`: 1006, unclean, by `network`;
+/// - a framing error: its close code (1009 or 1002), unclean, by `local`.
+final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum Ending {
+        case requested(code: UInt16, reason: String)
+        case aborted(reason: String)
+        case broken
+        case framing(TCPFramingError)
+    }
+
+    private var reader: MessageReader
+    let encoder: MessageEncoder
+    private let closeTimeout: TimeAmount
+    private weak var owner: FramedChannelOwner?
+    private var context: ChannelHandlerContext?
+    private var ending: Ending?
+    private var reported = false
+    private var reading = false
+    private var flushPending = false
+    private var flushScheduled = false
+    private var closeTimer: Scheduled<Void>?
+
+    init(framing: TCPFraming, closeTimeout: TimeAmount, owner: FramedChannelOwner) {
+        self.reader = MessageReader(framing.makeDecoder())
+        self.encoder = MessageEncoder(framing)
+        self.closeTimeout = closeTimeout
+        self.owner = owner
+    }
+
+    /// Stops reporting to the owner: a dial it abandoned must not reach a newer one.
+    func detach() {
+        self.owner = nil
+    }
+
+    /// True until `close`, `abort` or a failure; sends are refused afterwards.
+    var isOpen: Bool { self.ending == nil && self.context != nil }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        self.closeTimer?.cancel()
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.owner?.framedChannelActive()
+        context.fireChannelActive()
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .framing = self.ending { return }
+        if case .aborted = self.ending { return }
+        self.reading = true
+        self.reader.append(self.unwrapInboundIn(data))
+        do {
+            while let message = try self.reader.next() {
+                self.owner?.framedChannelReceived(message)
+                if case .framing = self.ending { break }
+                if case .aborted = self.ending { break }
+            }
+        } catch {
+            self.ending = .framing(error)
+            self.owner?.framedChannelFailed(error)
+            context.close(promise: nil)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.reading = false
+        if self.flushPending {
+            self.flushPending = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A reset or TLS failure ends the transport; channelInactive reports it.
+        if self.ending == nil { self.ending = .broken }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.closeTimer?.cancel()
+        self.report()
+        context.fireChannelInactive()
+    }
+
+    private func report() {
+        guard !self.reported else { return }
+        self.reported = true
+        let info: WebSocketCloseInfo
+        switch self.ending {
+        case nil:
+            info = WebSocketCloseInfo(code: WebSocketCloseCode.normal, reason: "", clean: true, initiator: .peer)
+        case .requested(let code, let reason)?:
+            info = WebSocketCloseInfo(code: code, reason: reason, clean: true, initiator: .local)
+        case .aborted(let reason)?:
+            info = WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: reason, clean: false, initiator: .network)
+        case .broken?:
+            info = WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: "", clean: false, initiator: .network)
+        case .framing(let error)?:
+            info = WebSocketCloseInfo(code: error.closeCode, reason: error.message, clean: false, initiator: .local)
+        }
+        let owner = self.owner
+        self.owner = nil
+        owner?.framedChannelClosed(info)
+    }
+
+    // MARK: Outbound
+
+    /// Frames and writes one message.
+    func send(_ message: ByteBuffer) throws(WebSocketUsageError) {
+        guard let context = self.context, self.ending == nil else { throw WebSocketUsageError("connection is not open") }
+        self.write(try self.encoder.encode(message, allocator: context.channel.allocator))
+    }
+
+    /// Writes bytes already framed (a broadcast's shared buffer, or raw bytes).
+    func writeEncoded(_ bytes: ByteBuffer) throws(WebSocketUsageError) {
+        guard self.context != nil, self.ending == nil else { throw WebSocketUsageError("connection is not open") }
+        self.write(bytes)
+    }
+
+    /// Ends the connection once everything written so far went out (or `closeTimeout`
+    /// passed). Does nothing when already ending.
+    func close(code: UInt16, reason: String) {
+        guard let context = self.context, self.ending == nil else { return }
+        self.ending = .requested(code: code, reason: reason)
+        // Writes complete in order, so this empty write completes once the rest drained.
+        let drained = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(self.wrapOutboundOut(ByteBuffer()), promise: drained)
+        drained.futureResult.assumeIsolated().whenComplete { _ in self.context?.close(promise: nil) }
+        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
+            self.context?.close(promise: nil)
+        }
+    }
+
+    /// Drops the connection now. With `reset`, the kernel sends RST instead of FIN
+    /// (SO_LINGER 0), as a crashed peer or a middlebox would.
+    func abort(reset: Bool, reason: String = "") {
+        guard let context = self.context, !self.reported else { return }
+        self.ending = .aborted(reason: reason)
+        guard reset, let socket = context.channel as? SocketOptionProvider else {
+            context.close(promise: nil)
+            return
+        }
+        socket.setSoLinger(NIOLinger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
+            self.context?.close(promise: nil)
+        }
+    }
+
+    private func write(_ bytes: ByteBuffer) {
+        guard let context = self.context else { return }
+        context.write(self.wrapOutboundOut(bytes), promise: nil)
+        if self.reading {
+            self.flushPending = true
+        } else if !self.flushScheduled {
+            // Coalesce the sends of one loop tick into a single flush (one syscall).
+            self.flushScheduled = true
+            context.eventLoop.assumeIsolated().execute {
+                self.flushScheduled = false
+                self.context?.flush()
+            }
+        }
+    }
+}

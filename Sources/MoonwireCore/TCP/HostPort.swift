@@ -1,0 +1,40 @@
+/// The `host[:port]` part of a URL, shared by the TCP and server URL parsers.
+struct HostPort {
+    var host: String
+    var port: Int?
+
+    /// Parses an authority (no user info); IPv6 literals need brackets. `fail` makes the
+    /// error naming the whole URL.
+    static func parse<E: Error>(_ authority: Substring, portRange: ClosedRange<Int>, fail: (String) -> E) throws(E) -> HostPort {
+        if authority.contains("@") { throw fail("user info is not supported") }
+        var hostPart: Substring
+        var portPart: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw fail("unterminated IPv6 literal") }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw fail("junk after IPv6 literal") }
+                portPart = after.dropFirst()
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            portPart = authority[authority.index(after: colon)...]
+            if hostPart.contains(":") { throw fail("IPv6 literals need brackets") }
+        } else {
+            hostPart = authority
+        }
+        guard !hostPart.isEmpty else { throw fail("missing host") }
+        var port: Int?
+        if let portPart {
+            guard let value = Int(portPart), portRange.contains(value) else { throw fail("bad port '\(portPart)'") }
+            port = value
+        }
+        return HostPort(host: String(hostPart), port: port)
+    }
+
+    /// `host:port`, with brackets around an IPv6 literal.
+    static func format(host: String, port: Int) -> String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+}

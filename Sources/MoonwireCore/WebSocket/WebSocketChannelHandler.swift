@@ -1,0 +1,271 @@
+import NIOCore
+
+/// The open WebSocket on the channel: parses and assembles what the server sends, answers
+/// pings, runs the close handshake, and frames what we send. Owned by one
+/// ``WebSocketConnection`` for the life of one dial; everything runs on the channel's loop.
+final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var parser: WebSocketFrameParser
+    private var assembler: WebSocketMessageAssembler
+    private(set) var closing = WebSocketCloseStateMachine()
+    private var writer = WebSocketFrameWriter()
+    private let deflate: PerMessageDeflate?
+    private let closeTimeout: TimeAmount
+    private let fragmentSize: Int?
+    private var connection: WebSocketConnection?
+    private var context: ChannelHandlerContext?
+    /// Set once the outcome is decided (failure, close handshake): later input is ignored.
+    private var discarding = false
+    /// Inside channelRead: writes are flushed once, in channelReadComplete.
+    private var reading = false
+    private var flushPending = false
+    private var flushScheduled = false
+    private var closeTimer: Scheduled<Void>?
+    /// The kind and compression of an outbound message being sent in fragments.
+    private var outboundMessage: (kind: WebSocketMessageKind, compressed: Bool)?
+
+    init(connection: WebSocketConnection, options: WebSocketClientOptions, deflate: PerMessageDeflate?) {
+        self.connection = connection
+        self.parser = WebSocketFrameParser(maxPayload: options.maxMessage)
+        self.assembler = WebSocketMessageAssembler(maxMessage: options.maxMessage, deflate: deflate)
+        self.deflate = deflate
+        self.closeTimeout = options.closeTimeout
+        self.fragmentSize = options.fragmentSize.map { max(1, $0) }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        self.closeTimer?.cancel()
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var buffer = self.unwrapInboundIn(data)
+        self.reading = true
+        while !self.discarding {
+            let action: WebSocketMessageAssembler.Action
+            do {
+                guard let event = try self.parser.next(&buffer) else { break }
+                action = try self.assembler.handle(event)
+            } catch {
+                self.protocolViolation(error)
+                break
+            }
+            switch action {
+            case .none:
+                break
+            case .message(let message, let kind):
+                self.connection?.handlerReceived(message, kind: kind)
+            case .ping(let payload):
+                if case .open = self.closing.state {
+                    self.write(self.writer.frame(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
+                }
+            case .pong(let payload):
+                self.connection?.handlerReceivedPong(payload)
+            case .close(let code, let reason):
+                self.perform(self.closing.peerClosed(code: code, reason: reason))
+            }
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.reading = false
+        if self.flushPending {
+            self.flushPending = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.closeTimer?.cancel()
+        if let info = self.closing.transportClosed() {
+            self.report(info)
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // Resets and TLS truncation end the transport; channelInactive reports the outcome.
+        context.close(promise: nil)
+    }
+
+    private func protocolViolation(_ violation: WebSocketProtocolViolation) {
+        let action = self.closing.protocolViolation(violation)
+        self.discarding = true
+        if case .sendClose = action {
+            self.connection?.handlerFailed(.protocolViolation(violation))
+        }
+        self.perform(action)
+    }
+
+    // MARK: Outbound
+
+    /// Sends a whole message, compressed and fragmented as configured.
+    func send(_ data: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+        guard let context = self.context, case .open = self.closing.state else {
+            throw WebSocketUsageError("connection is not open")
+        }
+        guard self.outboundMessage == nil else {
+            throw WebSocketUsageError("a fragmented message is being sent; finish it first")
+        }
+        let opcode: UInt8 = kind == .text ? 0x1 : 0x2
+        if let deflate = self.deflate, deflate.shouldCompress(data.readableBytes) {
+            var compressed = try self.compress(data, deflate: deflate, isFinal: true, allocator: context.channel.allocator)
+            if let size = self.fragmentSize, compressed.readableBytes > size {
+                self.writeFragmented(&compressed, opcode: opcode, rsv1: true, size: size, allocator: context.channel.allocator)
+            } else {
+                self.writer.frameInPlace(opcode: opcode, fin: true, rsv1: true, buffer: &compressed)
+                self.write(compressed)
+            }
+        } else if let size = self.fragmentSize, data.readableBytes > size {
+            var data = data
+            self.writeFragmented(&data, opcode: opcode, rsv1: false, size: size, allocator: context.channel.allocator)
+        } else {
+            self.write(self.writer.frame(opcode: opcode, payload: data, allocator: context.channel.allocator))
+        }
+    }
+
+    /// Sends one fragment of a message whose size the caller does not know up front.
+    func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
+        guard let context = self.context, case .open = self.closing.state else {
+            throw WebSocketUsageError("connection is not open")
+        }
+        let first = self.outboundMessage == nil
+        if let current = self.outboundMessage, current.kind != kind {
+            throw WebSocketUsageError("fragment of a \(kind) message while a \(current.kind) message is being sent")
+        }
+        let compressed = self.outboundMessage?.compressed ?? (self.deflate?.canCompress ?? false)
+        self.outboundMessage = isFinal ? nil : (kind, compressed)
+        let opcode: UInt8 = first ? (kind == .text ? 0x1 : 0x2) : 0x0
+        if compressed, let deflate = self.deflate {
+            var payload = try self.compress(data, deflate: deflate, isFinal: isFinal, allocator: context.channel.allocator)
+            self.writer.frameInPlace(opcode: opcode, fin: isFinal, rsv1: first, buffer: &payload)
+            self.write(payload)
+        } else {
+            self.write(self.writer.frame(opcode: opcode, fin: isFinal, payload: data, allocator: context.channel.allocator))
+        }
+    }
+
+    func ping(_ payload: ByteBuffer) throws(WebSocketUsageError) {
+        guard let context = self.context, case .open = self.closing.state else {
+            throw WebSocketUsageError("connection is not open")
+        }
+        guard payload.readableBytes <= 125 else { throw WebSocketUsageError("ping payload longer than 125 bytes") }
+        self.write(self.writer.frame(opcode: 0x9, payload: payload, allocator: context.channel.allocator))
+    }
+
+    func close(code: UInt16, reason: String) {
+        self.perform(self.closing.closeRequested(code: code, reason: reason))
+    }
+
+    func abort() {
+        self.perform(self.closing.aborted())
+    }
+
+    private func compress(
+        _ data: ByteBuffer,
+        deflate: PerMessageDeflate,
+        isFinal: Bool,
+        allocator: ByteBufferAllocator
+    ) throws(WebSocketUsageError) -> ByteBuffer {
+        do {
+            return try deflate.deflate(data, isFinal: isFinal, headroom: WebSocketFrameWriter.maxHeaderSize, allocator: allocator)
+        } catch {
+            throw WebSocketUsageError("compression failed: \(error)")
+        }
+    }
+
+    private func writeFragmented(_ data: inout ByteBuffer, opcode: UInt8, rsv1: Bool, size: Int, allocator: ByteBufferAllocator) {
+        var first = true
+        while data.readableBytes > 0 {
+            let piece = data.readSlice(length: min(size, data.readableBytes))!
+            let frame = self.writer.frame(
+                opcode: first ? opcode : 0x0,
+                fin: data.readableBytes == 0,
+                rsv1: first && rsv1,
+                payload: piece,
+                allocator: allocator
+            )
+            self.write(frame)
+            first = false
+        }
+    }
+
+    private func write(_ frame: ByteBuffer) {
+        guard let context = self.context else { return }
+        context.write(self.wrapOutboundOut(frame), promise: nil)
+        if self.reading {
+            self.flushPending = true
+        } else if !self.flushScheduled {
+            // Coalesce the sends of one loop tick into a single flush (one syscall).
+            self.flushScheduled = true
+            context.eventLoop.assumeIsolated().execute {
+                self.flushScheduled = false
+                self.context?.flush()
+            }
+        }
+    }
+
+    // MARK: Close handshake
+
+    private func perform(_ action: WebSocketCloseStateMachine.Action) {
+        switch action {
+        case .none:
+            break
+        case .sendClose(let code, let reason):
+            self.writeClose(code: code, reason: reason)
+            self.armCloseTimer()
+        case .echoClose(let code, let reason, let info):
+            self.discarding = true
+            self.writeClose(code: code, reason: reason)
+            self.report(info)
+            self.armCloseTimer()
+        case .report(let info):
+            self.discarding = true
+            self.report(info)
+            self.armCloseTimer()
+        case .drop(let info):
+            self.discarding = true
+            self.report(info)
+            self.context?.close(promise: nil)
+        }
+    }
+
+    private func writeClose(code: UInt16?, reason: String) {
+        guard let context = self.context else { return }
+        var payload = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+        if let code {
+            payload.writeInteger(code)
+            payload.writeString(reason)
+        }
+        self.write(self.writer.frame(opcode: 0x8, payload: payload, allocator: context.channel.allocator))
+    }
+
+    private func armCloseTimer() {
+        guard let context = self.context else { return }
+        self.closeTimer?.cancel()
+        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
+            let action = self.closing.closeTimedOut()
+            if case .none = action {
+                // Handshake done but the server kept TCP open.
+                self.context?.close(promise: nil)
+            } else {
+                self.perform(action)
+            }
+        }
+    }
+
+    private func report(_ info: WebSocketCloseInfo) {
+        let connection = self.connection
+        self.connection = nil
+        connection?.handlerClosed(info)
+    }
+}

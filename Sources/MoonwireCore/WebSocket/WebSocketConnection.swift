@@ -1,0 +1,402 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// A WebSocket client connection bound to one event loop.
+///
+/// The object outlives its transport: after it closed (or failed to open) it can be dialled
+/// again with ``connect(to:)``, which is what reconnection builds on. All methods must be
+/// called on ``eventLoop``; delegate methods are called there too, synchronously. There
+/// is no locking and no async/await on the message path.
+///
+/// ```swift
+/// let loop = group.next()
+/// loop.execute {
+///     let c = WebSocketConnection(url: try! WebSocketURL("ws://127.0.0.1:9001/"), eventLoop: loop)
+///     c.delegate = myDelegate
+///     c.connect()
+/// }
+/// // later, from myDelegate.connectionDidOpen:
+/// try c.send(ByteBuffer(string: "hello"), kind: .text)
+/// try c.close(code: 1000, reason: "bye")
+/// ```
+public final class WebSocketConnection {
+    /// Where the connection stands.
+    public enum State: String, Sendable, Hashable {
+        /// Created, never dialled.
+        case idle
+        /// DNS, TCP, TLS or the HTTP upgrade is under way.
+        case connecting
+        /// Messages flow.
+        case open
+        /// Our close frame is out; waiting for the peer's.
+        case closing
+        /// Ended (or failed to open); ``connect(to:)`` may dial again.
+        case closed
+    }
+
+    /// The loop everything happens on.
+    public let eventLoop: EventLoop
+    /// The URL of the current (or last) dial.
+    public private(set) var url: WebSocketURL
+    /// Options used by the next dial.
+    public var options: WebSocketClientOptions {
+        didSet { self.sslContext = nil }
+    }
+    /// Receives the connection's events; held weakly.
+    public weak var delegate: WebSocketConnectionDelegate?
+    /// The current state.
+    public private(set) var state: State = .idle
+    /// Message and byte counters since the object was created.
+    public private(set) var stats = WebSocketConnectionStats()
+
+    /// Identifies the current dial; callbacks from an earlier dial's channel are ignored.
+    private var generation = 0
+    private var channel: Channel?
+    private var handler: WebSocketChannelHandler?
+    private var connectTimer: Scheduled<Void>?
+    private var upgrader: WebSocketClientUpgrader?
+    private var pinVerifier: TLSPinVerifier?
+    /// Loading trust roots is costly, so the context is kept across re-dials.
+    private var sslContext: NIOSSLContext?
+
+    /// Creates an idle connection; nothing happens until ``connect(to:)``.
+    public init(url: WebSocketURL, options: WebSocketClientOptions = WebSocketClientOptions(), eventLoop: EventLoop) {
+        self.url = url
+        self.options = options
+        self.eventLoop = eventLoop
+    }
+
+    deinit {
+        // Only a dial can be in flight here: an open connection is kept alive by its channel.
+        self.channel?.close(promise: nil)
+    }
+
+    /// The channel of the current dial, for diagnostics and tests.
+    public var currentChannel: Channel? { self.channel }
+
+    // MARK: Dialling
+
+    /// Starts a dial to `url` (or the previous URL). Returns at once; the outcome arrives as
+    /// `connectionDidOpen` or `didFail`. Throws if a dial is under way or the connection is
+    /// open.
+    public func connect(to url: WebSocketURL? = nil) throws(WebSocketUsageError) {
+        self.eventLoop.preconditionInEventLoop()
+        guard self.state == .idle || self.state == .closed else {
+            throw WebSocketUsageError("cannot connect: the connection is \(self.state.rawValue)")
+        }
+        if let url { self.url = url }
+        self.generation += 1
+        let generation = self.generation
+        self.state = .connecting
+        self.pinVerifier = nil
+        self.upgrader = nil
+
+        let timeout = self.options.connectTimeout
+        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+            self.dialFailed(
+                generation,
+                WebSocketConnectionError(step: .timeout, message: "no connection to \(self.url.hostHeader) within \(Self.seconds(timeout))")
+            )
+        }
+
+        let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
+        let bootstrap = ClientBootstrap(group: self.eventLoop)
+            .connectTimeout(timeout)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            // One read per readiness event: a second read would almost always hit EAGAIN
+            // for request/response traffic, a wasted system call per message.
+            .channelOption(.maxMessagesPerRead, value: 1)
+            // Start big enough for a typical large frame to arrive in one read (and be
+            // delivered without a copy); the allocator shrinks it for small-message traffic.
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16384, maximum: 1 << 20))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try bound.value.configure(channel, generation: generation)
+                }
+            }
+        bootstrap.connect(host: self.url.host, port: self.url.port).assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let channel):
+                if generation != self.generation || self.state != .connecting {
+                    channel.close(promise: nil)
+                }
+            case .failure(let error):
+                self.dialFailed(generation, self.classify(error))
+            }
+        }
+    }
+
+    private func configure(_ channel: Channel, generation: Int) throws {
+        guard generation == self.generation, self.state == .connecting else {
+            throw WebSocketUsageError("dial superseded")
+        }
+        self.channel = channel
+        let pipeline = channel.pipeline.syncOperations
+        if self.url.secure {
+            let tls = self.options.tls
+            let context = try self.sslContext ?? tls.makeContext()
+            self.sslContext = context
+            let serverName = tls.serverName ?? (self.url.hostIsIPAddress ? nil : self.url.host)
+            let handler: NIOSSLClientHandler
+            if tls.pinSHA256.isEmpty {
+                handler = try NIOSSLClientHandler(context: context, serverHostname: serverName)
+            } else {
+                let verifier = TLSPinVerifier(pins: tls.normalizedPins)
+                self.pinVerifier = verifier
+                handler = try NIOSSLClientHandler(
+                    context: context,
+                    serverHostname: serverName,
+                    customVerificationCallback: { chain, promise in verifier.verify(chain, promise) }
+                )
+            }
+            try pipeline.addHandler(handler)
+        }
+
+        let upgrader = WebSocketClientUpgrader(
+            protocols: self.options.protocols,
+            deflateOffer: self.options.compress ? self.options.deflate : nil,
+            onUpgrade: { [weak self] context, response, negotiation in
+                guard let self else { throw WebSocketUsageError("connection released") }
+                try self.upgraded(context: context, response: response, negotiation: negotiation, generation: generation)
+            }
+        )
+        self.upgrader = upgrader
+        try pipeline.addHTTPClientHandlers(
+            leftOverBytesStrategy: .forwardBytes,
+            withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
+        )
+        try pipeline.addHandler(
+            WebSocketHandshakeHandler(request: self.requestHead()) { [weak self] error in
+                guard let self else { return }
+                self.dialFailed(generation, self.classify(error))
+            }
+        )
+    }
+
+    private func requestHead() -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        if !self.options.headers.contains(where: { $0.0.lowercased() == "host" }) {
+            headers.add(name: "Host", value: self.url.hostHeader)
+        }
+        if let origin = self.options.origin {
+            headers.add(name: "Origin", value: origin)
+        }
+        for (name, value) in self.options.headers {
+            headers.add(name: name, value: value)
+        }
+        return HTTPRequestHead(version: .http1_1, method: .GET, uri: self.url.requestTarget, headers: headers)
+    }
+
+    private func upgraded(
+        context: ChannelHandlerContext,
+        response: HTTPResponseHead,
+        negotiation: WebSocketNegotiation,
+        generation: Int
+    ) throws {
+        guard generation == self.generation, self.state == .connecting else {
+            throw WebSocketUsageError("dial superseded")
+        }
+        let deflate: PerMessageDeflate?
+        do {
+            deflate = try negotiation.deflate.map { try PerMessageDeflate(parameters: $0) }
+        } catch {
+            throw WebSocketConnectionError.handshake("cannot set up compression: \(error)")
+        }
+        let handler = WebSocketChannelHandler(connection: self, options: self.options, deflate: deflate)
+        let pipeline = context.pipeline.syncOperations
+        let handshake = try pipeline.handler(type: WebSocketHandshakeHandler.self)
+        pipeline.removeHandler(handshake, promise: nil)
+        try pipeline.addHandler(handler)
+        self.handler = handler
+        self.connectTimer?.cancel()
+        self.connectTimer = nil
+        self.state = .open
+        let info = WebSocketOpenInfo(subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate)
+        self.delegate?.connectionDidOpen(self, info: info)
+    }
+
+    private func dialFailed(_ generation: Int, _ error: WebSocketConnectionError) {
+        guard generation == self.generation, self.state == .connecting else { return }
+        self.state = .closed
+        self.connectTimer?.cancel()
+        self.connectTimer = nil
+        self.channel?.close(promise: nil)
+        self.channel = nil
+        self.upgrader = nil
+        self.delegate?.connection(self, didFail: error)
+    }
+
+    // MARK: Using an open connection
+
+    /// Sends a whole message. Throws when the connection is not open (the caller decides
+    /// whether to queue).
+    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+        self.eventLoop.assertInEventLoop()
+        guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
+        try handler.send(data, kind: kind)
+        self.stats.messagesSent += 1
+        self.stats.bytesSent += data.readableBytes
+    }
+
+    /// Sends one fragment of a message built piece by piece; the message ends with the
+    /// fragment whose `isFinal` is true. Other messages cannot be sent in between.
+    public func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
+        self.eventLoop.assertInEventLoop()
+        guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
+        try handler.sendFragment(data, kind: kind, isFinal: isFinal)
+        if isFinal { self.stats.messagesSent += 1 }
+        self.stats.bytesSent += data.readableBytes
+    }
+
+    /// Sends a ping now (at most 125 bytes of payload).
+    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(WebSocketUsageError) {
+        self.eventLoop.assertInEventLoop()
+        guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
+        try handler.ping(payload)
+    }
+
+    /// Starts the close handshake. `code` must be one a close frame may carry (1000, 3000–4999,
+    /// ...) and `reason` at most 123 bytes of UTF-8. Closing a connection that is still
+    /// dialling abandons the dial (no event follows); closing one that is closing or closed
+    /// does nothing.
+    public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
+        self.eventLoop.assertInEventLoop()
+        guard WebSocketCloseCode.isValidOnWire(code) else {
+            throw WebSocketUsageError("invalid close code \(code): use 1000 or 3000-4999")
+        }
+        guard reason.utf8.count <= 123 else {
+            throw WebSocketUsageError("close reason longer than 123 bytes")
+        }
+        switch self.state {
+        case .connecting:
+            self.generation += 1
+            self.state = .closed
+            self.connectTimer?.cancel()
+            self.channel?.close(promise: nil)
+            self.channel = nil
+        case .open:
+            self.state = .closing
+            self.handler?.close(code: code, reason: reason)
+        case .idle, .closing, .closed:
+            break
+        }
+    }
+
+    /// Drops the transport without a close handshake (a dead peer). An open connection
+    /// reports `didClose` with 1006, initiated by the network.
+    public func abort() {
+        self.eventLoop.assertInEventLoop()
+        switch self.state {
+        case .connecting:
+            self.generation += 1
+            self.state = .closed
+            self.connectTimer?.cancel()
+            self.channel?.close(promise: nil)
+            self.channel = nil
+        case .open, .closing:
+            self.handler?.abort()
+        case .idle, .closed:
+            break
+        }
+    }
+
+    // MARK: Events from the channel handler
+
+    func handlerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.stats.messagesReceived += 1
+        self.stats.bytesReceived += message.readableBytes
+        self.delegate?.connection(self, didReceive: message, kind: kind)
+    }
+
+    func handlerReceivedPong(_ payload: ByteBuffer) {
+        self.delegate?.connection(self, didReceivePong: payload)
+    }
+
+    func handlerFailed(_ error: WebSocketConnectionError) {
+        self.state = .closing
+        self.delegate?.connection(self, didFail: error)
+    }
+
+    func handlerClosed(_ info: WebSocketCloseInfo) {
+        self.state = .closed
+        self.handler = nil
+        self.channel = nil
+        self.delegate?.connection(self, didClose: info)
+    }
+
+    // MARK: Error reporting
+
+    private func classify(_ error: Error) -> WebSocketConnectionError {
+        if let mismatch = self.pinVerifier?.mismatch {
+            let presented = mismatch.map { "sha256/" + $0 }.joined(separator: ", ")
+            return WebSocketConnectionError(
+                step: .tls,
+                message: "certificate pin mismatch (expected \(self.options.tls.pinList); server presented \(presented))"
+            )
+        }
+        switch error {
+        case let error as WebSocketConnectionError:
+            return error
+        case let error as NIOConnectionError:
+            guard let first = error.connectionErrors.first else {
+                return WebSocketConnectionError(step: .dns, message: "cannot resolve host '\(error.host)'")
+            }
+            return WebSocketConnectionError(step: .connect, message: "\(Self.describe(first.error)) (\(Self.describe(first.target)))")
+        case ChannelError.connectTimeout:
+            return WebSocketConnectionError(
+                step: .timeout,
+                message: "no connection to \(self.url.hostHeader) within \(Self.seconds(self.options.connectTimeout))"
+            )
+        case let error as NIOSSLError:
+            return WebSocketConnectionError(step: .tls, message: Self.describe(tls: "\(error)"))
+        case let error as BoringSSLError:
+            // With TLS 1.3 the server's verdict on our certificate arrives after our side of
+            // the handshake finished, as an alert on the first read.
+            return WebSocketConnectionError(step: .tls, message: Self.describe(tls: "\(error)"))
+        case let error as NIOHTTPClientUpgradeError:
+            if error == .upgraderDeniedUpgrade, let rejection = self.upgrader?.rejection {
+                return rejection
+            }
+            if error == .responseProtocolNotFound {
+                return .handshake("101 response without Upgrade: websocket", status: 101)
+            }
+            return .handshake("upgrade failed (\(error))")
+        case let error as HTTPParserError:
+            return .handshake("malformed HTTP response (\(error))")
+        default:
+            return WebSocketConnectionError(step: .connect, message: Self.describe(error))
+        }
+    }
+
+    private static func describe(_ error: Error) -> String {
+        if let io = error as? IOError {
+            return String(cString: strerror(io.errnoCode)).lowercased()
+        }
+        return "\(error)"
+    }
+
+    private static func describe(_ address: SocketAddress) -> String {
+        guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    }
+
+    /// BoringSSL errors read like `error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED`;
+    /// the last field is the useful part.
+    private static func describe(tls text: String) -> String {
+        guard let range = text.range(of: "OPENSSL_internal:") else { return text }
+        let reason = text[range.upperBound...].prefix(while: { $0.isLetter || $0 == "_" || $0.isNumber })
+        return reason.lowercased().replacingOccurrences(of: "_", with: " ")
+    }
+
+    private static func seconds(_ amount: TimeAmount) -> String {
+        let ms = amount.nanoseconds / 1_000_000
+        return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(Double(ms) / 1000) s"
+    }
+}

@@ -1,0 +1,96 @@
+import NIOCore
+
+/// A parsed `ws://` or `wss://` URL (RFC 6455 §3).
+///
+/// ```swift
+/// let url = try WebSocketURL("wss://[::1]:8443/chat?room=1")
+/// url.host           // "::1"
+/// url.port           // 8443
+/// url.requestTarget  // "/chat?room=1"
+/// ```
+public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
+    /// True for `wss://`.
+    public var secure: Bool
+    /// The host name or IP literal, without IPv6 brackets.
+    public var host: String
+    /// The port, defaulted from the scheme (80 / 443).
+    public var port: Int
+    /// Path and query as sent in the request line; `/` when the URL has none.
+    public var requestTarget: String
+
+    /// An error naming what is wrong with a URL string.
+    public struct ParseError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// What is wrong.
+        public var message: String
+        /// The message.
+        public var description: String { self.message }
+    }
+
+    /// Parses `string`; throws for other schemes, a missing host, a bad port, user info or
+    /// a fragment (which RFC 6455 forbids).
+    public init(_ string: String) throws(ParseError) {
+        func fail(_ why: String) -> ParseError { ParseError(message: "invalid WebSocket URL '\(string)': \(why)") }
+        guard let schemeEnd = string.range(of: "://") else { throw fail("expected ws:// or wss://") }
+        switch string[..<schemeEnd.lowerBound].lowercased() {
+        case "ws": self.secure = false
+        case "wss": self.secure = true
+        default: throw fail("the scheme must be ws or wss")
+        }
+        var rest = string[schemeEnd.upperBound...]
+        if rest.contains("#") { throw fail("fragments are not allowed") }
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        rest = rest[authorityEnd...]
+        if authority.contains("@") { throw fail("user info is not supported; send credentials in a header") }
+
+        var hostPart: Substring
+        var portPart: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw fail("unterminated IPv6 literal") }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw fail("junk after IPv6 literal") }
+                portPart = after.dropFirst()
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            portPart = authority[authority.index(after: colon)...]
+        } else {
+            hostPart = authority
+        }
+        guard !hostPart.isEmpty else { throw fail("missing host") }
+        if !authority.hasPrefix("[") && hostPart.contains(":") { throw fail("IPv6 literals need brackets") }
+        self.host = String(hostPart)
+        if let portPart {
+            guard let port = Int(portPart), (1...65535).contains(port) else { throw fail("bad port '\(portPart)'") }
+            self.port = port
+        } else {
+            self.port = self.secure ? 443 : 80
+        }
+        if rest.isEmpty {
+            self.requestTarget = "/"
+        } else if rest.hasPrefix("?") {
+            self.requestTarget = "/" + rest
+        } else {
+            self.requestTarget = String(rest)
+        }
+    }
+
+    /// True when the host is an IPv4 or IPv6 literal (no SNI, no DNS).
+    public var hostIsIPAddress: Bool {
+        (try? SocketAddress(ipAddress: self.host, port: 0)) != nil
+    }
+
+    /// The `Host` header value: brackets for IPv6, the port unless it is the scheme default.
+    public var hostHeader: String {
+        let host = self.host.contains(":") ? "[\(self.host)]" : self.host
+        let defaultPort = self.secure ? 443 : 80
+        return self.port == defaultPort ? host : "\(host):\(self.port)"
+    }
+
+    /// The URL in canonical form.
+    public var description: String {
+        "\(self.secure ? "wss" : "ws")://\(self.host.contains(":") ? "[\(self.host)]" : self.host):\(self.port)\(self.requestTarget)"
+    }
+}

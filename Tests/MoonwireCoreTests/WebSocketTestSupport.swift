@@ -1,0 +1,101 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import MoonwireCore
+
+/// What a test client saw, in order.
+enum ClientEvent: Sendable, Equatable {
+    case open(subprotocol: String?, compressed: Bool)
+    case message([UInt8], WebSocketMessageKind)
+    case pong([UInt8])
+    case fail(WebSocketConnectionError)
+    case close(WebSocketCloseInfo)
+
+    var text: String? {
+        if case .message(let bytes, .text) = self { return String(decoding: bytes, as: UTF8.self) }
+        return nil
+    }
+}
+
+/// Callbacks a test gives its client; they run on the connection's loop.
+struct ClientScript: Sendable {
+    var onOpen: @Sendable (WebSocketConnection, WebSocketOpenInfo) -> Void = { _, _ in }
+    var onMessage: @Sendable (WebSocketConnection, ByteBuffer, WebSocketMessageKind) -> Void = { _, _, _ in }
+}
+
+/// Records every delegate call and finishes when the connection is over.
+final class RecordingDelegate: WebSocketConnectionDelegate {
+    var events: [ClientEvent] = []
+    let script: ClientScript
+    let done: EventLoopPromise<[ClientEvent]>
+
+    init(script: ClientScript, done: EventLoopPromise<[ClientEvent]>) {
+        self.script = script
+        self.done = done
+    }
+
+    func connectionDidOpen(_ c: WebSocketConnection, info: WebSocketOpenInfo) {
+        self.events.append(.open(subprotocol: info.subprotocol, compressed: info.compression != nil))
+        self.script.onOpen(c, info)
+    }
+
+    func connection(_ c: WebSocketConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.events.append(.message(Array(message.readableBytesView), kind))
+        self.script.onMessage(c, message, kind)
+    }
+
+    func connection(_ c: WebSocketConnection, didReceivePong payload: ByteBuffer) {
+        self.events.append(.pong(Array(payload.readableBytesView)))
+    }
+
+    func connection(_ c: WebSocketConnection, didFail error: WebSocketConnectionError) {
+        self.events.append(.fail(error))
+        if c.state == .closed { self.done.succeed(self.events) }
+    }
+
+    func connection(_ c: WebSocketConnection, didClose info: WebSocketCloseInfo) {
+        self.events.append(.close(info))
+        // Let stray late events (there must be none) show up before the test looks.
+        c.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { self.done.succeed(self.events) }
+    }
+}
+
+enum TestClient {
+    static let group = MultiThreadedEventLoopGroup.singleton
+
+    /// Dials `url`, runs `script`, and returns every event once the connection is over.
+    static func run(
+        _ url: String,
+        options: WebSocketClientOptions = WebSocketClientOptions(),
+        timeout: TimeAmount = .seconds(20),
+        script: ClientScript = ClientScript()
+    ) async throws -> [ClientEvent] {
+        let loop = group.next()
+        let parsed = try WebSocketURL(url)
+        let done = loop.makePromise(of: [ClientEvent].self)
+        try await loop.submit {
+            let delegate = RecordingDelegate(script: script, done: done)
+            let connection = WebSocketConnection(url: parsed, options: options, eventLoop: loop)
+            connection.delegate = delegate
+            // The connection holds its delegate weakly; keep both until the end.
+            done.futureResult.whenComplete { _ in withExtendedLifetime((delegate, connection)) {} }
+            let timer = loop.scheduleTask(in: timeout) {
+                done.fail(TestTimeout(events: delegate.events))
+            }
+            done.futureResult.whenComplete { _ in timer.cancel() }
+            try connection.connect()
+        }.get()
+        return try await done.futureResult.get()
+    }
+}
+
+struct TestTimeout: Error, CustomStringConvertible {
+    var events: [ClientEvent]
+    var description: String { "test client timed out; events so far: \(events)" }
+}
+
+extension ByteBuffer {
+    static func text(_ s: String) -> ByteBuffer { ByteBuffer(string: s) }
+}

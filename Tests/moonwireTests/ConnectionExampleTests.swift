@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+
+/// The WebSocket examples and `moonwire connect`, against a real peer.
+@Suite struct ConnectionExampleTests {
+    @Test func echoClientExample() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run("run", "examples/echo_client.lua", peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "hello 1\nhello 2\nhello 3\nbinary\t42\tmoon\n")
+    }
+
+    @Test func jsonBotExample() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run("run", "examples/json_bot.lua", peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "got login\ngot say\nclosed 1000\n")
+    }
+
+    @Test func connectSendsPipedLinesQueuedBeforeOpen() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run(["connect", "--linger", "0.2", peer.url], input: "one\ntwo\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "one\ntwo\n")
+    }
+
+    @Test func connectExitsWithThePeersCloseCode() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run(["connect", peer.url], input: "__close__ 4001 go away\n", closeInput: false)
+        #expect(r.status == 4001 % 256)
+        #expect(r.stderr.contains("closed by peer: 4001 go away"))
+    }
+
+    @Test func scriptAPIAgainstARealPeer() throws {
+        let peer = try EchoPeer()
+        let path = try CommandRunner.script("api.lua", """
+            local c = mw.connect(mw.args[1], { protocols = { "chat.v2" }, headers = { ["X-Token"] = "t0k3n" }, reconnect = false })
+            assert(c:send("sent while connecting"))
+            local opened
+            c:on_open(function(c, info) opened = info.protocol end)
+            assert(c:wait_open(5))
+            print(opened, c:state())
+            print(c:receive(2))
+            local headers = mw.json.decode(assert(c:request("__headers__", "^{", 2)))
+            print(headers["x-token"])
+            print(c:receive(0.05))
+            local ok, err = pcall(function() local sent = c:send("\\255", "text") return sent end)
+            print(ok, err)
+            c:send("__close__ 4002 done")
+            print(c:receive(2))
+            local s = c:stats()
+            print(c:state(), s.sent, s.received, s.queued, s.dropped)
+            """)
+        let r = try CommandRunner.run("run", path, peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            chat.v2\topen
+            sent while connecting\ttext
+            t0k3n
+            nil\ttimeout
+            false\t\(path):11: bad argument #1 to 'c:send' (not valid UTF-8: send it as "binary")
+            nil\tclosed
+            closed\t3\t2\t0\t0
+
+            """)
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+
+/// A real echo server in another process (Python `websockets`, from the venv that
+/// Tests/MoonwireCoreTests/Peers/setup_venv.sh makes), for the examples to talk to.
+final class EchoPeer {
+    let port: Int
+    private let process: Process
+
+    var url: String { "ws://127.0.0.1:\(port)/" }
+
+    init() throws {
+        let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+        let setup = Process()
+        setup.executableURL = URL(fileURLWithPath: "/bin/bash")
+        setup.arguments = [peers.appendingPathComponent("setup_venv.sh").path]
+        let pythonPath = Pipe()
+        setup.standardOutput = pythonPath
+        try setup.run()
+        let python = String(decoding: pythonPath.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        setup.waitUntilExit()
+        guard setup.terminationStatus == 0 else { throw PeerError("setup_venv.sh failed (is PyPI reachable?)") }
+
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = [peers.appendingPathComponent("echo_websockets.py").path]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The peer prints "READY <port>" once it listens: wait for that line, not for time.
+        var seen = ""
+        while !seen.contains("\n") {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let line = seen.split(separator: "\n").first, line.hasPrefix("READY "), let port = Int(line.dropFirst(6)) else {
+            kill(process.processIdentifier, SIGKILL)
+            throw PeerError("the echo peer did not start: \(seen)")
+        }
+        self.port = port
+    }
+
+    deinit {
+        // The test runner's children inherit a blocked SIGTERM: only SIGKILL is sure.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+struct PeerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
