@@ -16,6 +16,13 @@ echo "== moonwire check examples/" >&2
 echo "== swift test" >&2
 swift test --skip-build
 
+if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
+    # Autobahn|Testsuite, CI set (groups 1-7 and 10, ~10 s once the suite is
+    # installed): fails on any FAILED case. The full run: scripts/autobahn.sh --all.
+    echo "== autobahn (groups 1-7, 10)" >&2
+    MOONWIRE_BIN="$bin" scripts/autobahn.sh
+fi
+
 if [ "${MOONWIRE_SKIP_ASAN:-}" != "1" ]; then
     echo "== swift test under AddressSanitizer (Lua bridge and runtime)" >&2
     # LeakSanitizer checks the Swift side at exit; XCTest's own leftovers are suppressed.

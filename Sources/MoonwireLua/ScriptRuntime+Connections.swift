@@ -11,6 +11,7 @@ extension ScriptRuntime {
         case open, message, close, error, reconnect
         case heartbeatMessage = "heartbeat_message"
         case heartbeatReply = "heartbeat_reply"
+        case frame
     }
 
     static let connectionMethods: [(String, mw_swift_fn)] = [
@@ -101,9 +102,9 @@ extension ScriptRuntime {
     /// `host.connect(url, opts)`: the prelude has taken out the codec.
     func connect(_ args: LuaArguments) throws -> Int32 {
         let text = try args.string(1)
-        let url: WebSocketURL
+        let url: TransportURL
         do {
-            url = try WebSocketURL(text)
+            url = try TransportURL(text)
         } catch {
             throw args.error(1, error.description)
         }
@@ -113,9 +114,11 @@ extension ScriptRuntime {
         } catch {
             throw args.error(2, error.description)
         }
-        let parsed = try ConnectOptions(opts, function: "mw.connect")
+        let framer = LuaFramer(runtime: self)
+        let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         let c = LuaConnection(runtime: self, connection: managed)
+        framer.connection = c
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
         args.lua.pushValue(-1)
@@ -128,21 +131,7 @@ extension ScriptRuntime {
 
     private func send(_ args: LuaArguments) throws -> Int32 {
         let c = try connection(args)
-        let kindName = args.isNoneOrNil(3) ? nil : try args.string(3)
-        let (buffer, kind) = try args.withBytes(2) { bytes throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) in
-            var validator = UTF8Validator()
-            let isText = validator.feed(bytes) && validator.isComplete
-            let kind: WebSocketMessageKind
-            switch kindName {
-            case nil: kind = isText ? .text : .binary
-            case "text"?:
-                guard isText else { throw args.error(2, "not valid UTF-8: send it as \"binary\"") }
-                kind = .text
-            case "binary"?: kind = .binary
-            case let other?: throw args.error(3, "\"text\" or \"binary\" expected, got \"\(other)\"")
-            }
-            return (ByteBuffer(bytes: bytes), kind)
-        }
+        let (buffer, kind) = try args.message(at: 2, kindAt: 3)
         switch c.connection.send(buffer, kind: kind) {
         case .sent, .queued:
             args.lua.push(true)
@@ -169,13 +158,18 @@ extension ScriptRuntime {
 
     /// Like `dispatch`, for the events whose handlers answer: the first result.
     func dispatchReturning(_ event: ConnectionEvent, for c: LuaConnection, push: (LuaState) -> Int32) -> LuaValue? {
+        dispatchReturning(event, for: c, results: 1, push: push)?.first
+    }
+
+    /// The first `results` values the dispatcher returned (nil on error).
+    func dispatchReturning(_ event: ConnectionEvent, for c: LuaConnection, results: Int32, push: (LuaState) -> Int32) -> [LuaValue]? {
         guard let dispatcher = connectionEvents[event], let handle = c.handle, !finished else { return nil }
         lua.push(dispatcher)
         lua.push(handle)
         let n = push(lua)
-        guard callIntoLua(arguments: 1 + n, results: 1) else { return nil }
-        defer { lua.pop() }
-        return try? lua.value(at: -1)
+        guard callIntoLua(arguments: 1 + n, results: results) else { return nil }
+        defer { lua.pop(results) }
+        return (0..<results).map { (try? lua.value(at: -results + $0)) ?? .nil }
     }
 
     /// What `on_reconnect` answered: nil goes ahead, false stops, a table changes
@@ -191,7 +185,7 @@ extension ScriptRuntime {
                 if let delay = try t.seconds("delay") { decision.answer = .delay(.nanoseconds(Int64(delay * 1e9))) }
                 if let url = try t.string("url") {
                     do {
-                        decision.url = try WebSocketURL(url)
+                        decision.url = try TransportURL(url)
                     } catch {
                         throw t.error("url", error.description)
                     }
@@ -230,25 +224,43 @@ extension ScriptRuntime {
 struct ConnectOptions {
     var configuration = ManagedConnection.Configuration()
 
-    init(_ value: LuaValue, function: String) throws(LuaArgumentError) {
+    init(_ value: LuaValue, function: String, url: TransportURL, custom: @escaping () -> CustomFraming) throws(LuaArgumentError) {
         var t = try LuaOptionTable(value, function: function, argument: 2)
         var socket = WebSocketClientOptions()
+        var tcp = TCPClientOptions()
+        let isTCP: Bool
+        if case .tcp = url { isTCP = true } else { isTCP = false }
+        if isTCP {
+            for key in ["headers", "protocols", "compress"] where t.raw(key) != .nil {
+                throw t.error(key, "only for ws:// and wss:// connections")
+            }
+        }
         if let headers = try t.stringMap("headers") { socket.headers = headers }
         if let protocols = try t.strings("protocols") { socket.protocols = protocols }
-        if let s = try t.seconds("connect_timeout") { socket.connectTimeout = .seconds(s) }
-        if let s = try t.seconds("close_timeout") { socket.closeTimeout = .seconds(s) }
-        if let n = try t.integer("max_message", min: 1) { socket.maxMessage = n }
-        if let b = try t.boolean("compress") { socket.compress = b }
-        if var tls = try t.table("tls") {
-            socket.tls.caFile = try tls.string("ca")
-            socket.tls.insecure = try tls.boolean("insecure") ?? false
-            socket.tls.pinSHA256 = try tls.strings("pin_sha256") ?? []
-            socket.tls.serverName = try tls.string("server_name")
-            socket.tls.certificateFile = try tls.string("cert")
-            socket.tls.privateKeyFile = try tls.string("key")
-            try tls.finish()
+        if let s = try t.seconds("connect_timeout") {
+            socket.connectTimeout = .seconds(s)
+            tcp.connectTimeout = .seconds(s)
         }
+        if let s = try t.seconds("close_timeout") {
+            socket.closeTimeout = .seconds(s)
+            tcp.closeTimeout = .seconds(s)
+        }
+        let maxMessage = try t.integer("max_message", min: 1)
+        if let n = maxMessage { socket.maxMessage = n }
+        if let b = try t.boolean("compress") { socket.compress = b }
+        if let tls = try Self.tls(&t) {
+            socket.tls = tls
+            tcp.tls = tls
+        }
+        if let framing = try LuaFraming.parse(&t, custom: custom) {
+            guard isTCP else { throw t.error("framing", "framing is for tcp:// and tls:// connections") }
+            tcp.framing = framing
+        }
+        if isTCP, let n = maxMessage, case .line = tcp.framing { tcp.framing = .line(max: n) }
         configuration.socket = socket
+        configuration.tcp = tcp
+        // A TCP connection has no ping: its heartbeat needs a message, so it is off unless given one.
+        if isTCP { configuration.heartbeat = nil }
         if var queue = try t.table("queue") {
             configuration.queueLimit = try queue.integer("limit", min: 0) ?? configuration.queueLimit
             if let name = try queue.string("overflow") {
@@ -259,12 +271,28 @@ struct ConnectOptions {
             }
             try queue.finish()
         }
-        if case .table = t.raw("framing") {
-            throw t.error("framing", "framing is for tcp:// and tls:// connections")
+        if let heartbeat = try Self.heartbeat(&t) {
+            if isTCP, let h = heartbeat.value, h.probe == .ping {
+                throw t.error("heartbeat", "a tcp:// heartbeat needs a message (there is no ping)")
+            }
+            configuration.heartbeat = heartbeat.value
         }
-        if let heartbeat = try Self.heartbeat(&t) { configuration.heartbeat = heartbeat.value }
         if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
         try t.finish()
+    }
+
+    /// `tls = { ca, insecure, pin_sha256, server_name, cert, key }`.
+    static func tls(_ t: inout LuaOptionTable) throws(LuaArgumentError) -> TLSOptions? {
+        guard var table = try t.table("tls") else { return nil }
+        var tls = TLSOptions()
+        tls.caFile = try table.string("ca")
+        tls.insecure = try table.boolean("insecure") ?? false
+        tls.pinSHA256 = try table.strings("pin_sha256") ?? []
+        tls.serverName = try table.string("server_name")
+        tls.certificateFile = try table.string("cert")
+        tls.privateKeyFile = try table.string("key")
+        try table.finish()
+        return tls
     }
 
     /// `heartbeat`: absent (nil), `false` (off), or a table over the defaults. The
@@ -318,4 +346,47 @@ struct ConnectOptions {
 extension TimeAmount {
     /// Seconds as a Lua number gives them.
     static func seconds(_ s: Double) -> TimeAmount { .nanoseconds(Int64(s * 1e9)) }
+}
+
+/// A Lua framing function (SPEC §4) as a Core decoder: `fn(buffer) -> message,
+/// consumed | nil`, called through the prelude with the bytes buffered so far.
+final class LuaFramer {
+    unowned let runtime: ScriptRuntime
+    weak var connection: LuaConnection?
+
+    init(runtime: ScriptRuntime) {
+        self.runtime = runtime
+    }
+
+    func framing() -> CustomFraming {
+        // Held strongly by the decoder; the framer holds the connection weakly, so no cycle.
+        CustomFraming { buffer in
+            guard let connection = self.connection else { return nil }
+            return try self.runtime.frame(&buffer, for: connection)
+        }
+    }
+}
+
+/// Why a Lua framing function could not frame.
+struct LuaFramingError: Error, CustomStringConvertible {
+    let description: String
+}
+
+extension ScriptRuntime {
+    func frame(_ buffer: inout ByteBuffer, for c: LuaConnection) throws -> ByteBuffer? {
+        let bytes = buffer
+        guard let results = dispatchReturning(.frame, for: c, results: 2, push: { lua in
+            bytes.withUnsafeReadableBytes { lua.push(bytes: $0) }
+            return 1
+        }) else { throw LuaFramingError(description: "the framing function failed") }
+        switch (results[0], results[1]) {
+        case (.nil, _):
+            return nil
+        case (.string(let message), .integer(let consumed)) where consumed > 0 && consumed <= buffer.readableBytes:
+            buffer.moveReaderIndex(forwardBy: Int(consumed))
+            return ByteBuffer(bytes: message)
+        default:
+            throw LuaFramingError(description: "the framing function must return a message and the bytes it consumed (1 to \(buffer.readableBytes)), or nil")
+        }
+    }
 }

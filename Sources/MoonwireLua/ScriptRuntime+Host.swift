@@ -21,6 +21,9 @@ extension ScriptRuntime {
         ("connect", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.connect", wrapped: true, as: ScriptRuntime.self) { rt, args in try rt.connect(args) }
         }),
+        ("listen", { L, ctx in
+            LuaBinding.enter(L, ctx, "mw.listen", wrapped: true, as: ScriptRuntime.self) { rt, args in try rt.listen(args) }
+        }),
         ("exit", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.exit", as: ScriptRuntime.self) { rt, args in try rt.exit(args) }
         }),

@@ -59,6 +59,10 @@ public final class ScriptRuntime: @unchecked Sendable {
     var connections: [ObjectIdentifier: LuaConnection] = [:]
     /// The prelude's dispatchers of connection events.
     var connectionEvents: [ConnectionEvent: LuaReference] = [:]
+    /// Servers that listen, by identity.
+    var servers: [ObjectIdentifier: LuaServer] = [:]
+    /// The prelude's dispatchers of server events.
+    var serverEvents: [ServerEvent: LuaReference] = [:]
 
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
@@ -117,6 +121,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         eventLoop.execute { [self] in
             guard !finished else { return }
             timers.cancelAll()
+            for s in Array(servers.values) { closeServer(s) }
             let open = Array(connections.values)
             guard !open.isEmpty else { return finish(128 + signal) }
             shutdownCode = 128 + signal
@@ -158,7 +163,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// Set while shutting down on a signal: the exit code once everything closed.
     var shutdownCode: Int32?
 
-    var isAlive: Bool { timers.count > 0 || !connections.isEmpty }
+    var isAlive: Bool { timers.count > 0 || !connections.isEmpty || !servers.isEmpty }
 
     /// An error nothing caught: report it, and end the script unless `keepGoing`.
     /// Returns true when the script goes on.
@@ -193,11 +198,19 @@ public final class ScriptRuntime: @unchecked Sendable {
         }
         registerTimerClass()
         lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
+        lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
+        lua.registerClass(LuaPeer.className, methods: Self.peerMethods, close: nil, context: context)
         lua.push(functions: Self.hostFunctions, context: context)
-        lua.getMetatable(named: LuaConnection.className)
-        lua.getField("__index", table: -1)
-        lua.setField("connection_methods", table: -3)
-        lua.pop()
+        for (className, field) in [
+            (LuaConnection.className, "connection_methods"), (LuaServer.className, "server_methods"), (LuaPeer.className, "peer_methods"),
+        ] {
+            lua.getMetatable(named: className)
+            lua.getField("__index", table: -1)
+            lua.setField(field, table: -3)
+            lua.pop()
+        }
+        lua.getMetatable(named: LuaPeer.className)
+        lua.setField("peer_metatable", table: -2)
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
@@ -211,6 +224,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         for event in ConnectionEvent.allCases {
             lua.getField(event.rawValue, table: -1)
             connectionEvents[event] = lua.reference()
+        }
+        lua.pop()
+        lua.getField("server_events", table: -1)
+        for event in ServerEvent.allCases {
+            lua.getField(event.rawValue, table: -1)
+            serverEvents[event] = lua.reference()
         }
         lua.pop()
         preludeInternals = lua.reference()

@@ -100,7 +100,7 @@ private final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendab
         configuration.socket = options
         configuration.queueLimit = .max
         configuration.reconnect = nil
-        let c = ManagedConnection(url: url, configuration: configuration, eventLoop: loop)
+        let c = ManagedConnection(url: .webSocket(url), configuration: configuration, eventLoop: loop)
         c.delegate = self
         connection = c
         c.start()

@@ -27,7 +27,7 @@ extension ManagedConnectionDelegate {
 }
 
 /// A long-lived client connection as the scripting API presents it: a
-/// WebSocket connection driven by `ConnectionLifecycle` (reconnect with
+/// WebSocket or TCP transport driven by `ConnectionLifecycle` (reconnect with
 /// backoff), `HeartbeatMonitor` and a `SendQueue` for what is sent while it is
 /// not open. This type only performs the actions those state machines decide.
 ///
@@ -36,7 +36,7 @@ extension ManagedConnectionDelegate {
 /// ```swift
 /// var config = ManagedConnection.Configuration()
 /// config.reconnect = ReconnectPolicy(attempts: nil)
-/// let c = ManagedConnection(url: try WebSocketURL("ws://127.0.0.1:9000/"), configuration: config, eventLoop: loop)
+/// let c = ManagedConnection(url: try TransportURL("ws://127.0.0.1:9000/"), configuration: config, eventLoop: loop)
 /// c.delegate = bot
 /// c.start()
 /// _ = c.send(ByteBuffer(string: "hello"), kind: .text)   // queued until open
@@ -44,6 +44,8 @@ extension ManagedConnectionDelegate {
 public final class ManagedConnection {
     public struct Configuration {
         public var socket = WebSocketClientOptions()
+        /// For `tcp://` and `tls://`: framing, timeouts, TLS.
+        public var tcp = TCPClientOptions()
         public var queueLimit = 1024
         public var overflow = SendQueue<Outgoing>.Overflow.error
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
@@ -61,10 +63,11 @@ public final class ManagedConnection {
     /// What `on_reconnect` answered.
     public struct RetryDecision {
         public var answer: ConnectionLifecycle.ReconnectAnswer
-        public var url: WebSocketURL?
+        public var url: TransportURL?
+        /// WebSocket handshake headers for the next attempts.
         public var headers: [(String, String)]?
 
-        public init(answer: ConnectionLifecycle.ReconnectAnswer = .proceed, url: WebSocketURL? = nil, headers: [(String, String)]? = nil) {
+        public init(answer: ConnectionLifecycle.ReconnectAnswer = .proceed, url: TransportURL? = nil, headers: [(String, String)]? = nil) {
             self.answer = answer
             self.url = url
             self.headers = headers
@@ -100,7 +103,7 @@ public final class ManagedConnection {
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
     public let queueLimit: Int
-    private let socket: WebSocketConnection
+    private let socket: any Transport
     private let events = SocketEvents()
     private var lifecycle: ConnectionLifecycle
     private var heartbeat: HeartbeatMonitor
@@ -112,17 +115,17 @@ public final class ManagedConnection {
     private var ignoringSocket = false
     private var droppedByLastClose = 0
     /// Where the next dial goes, when `on_reconnect` changed it.
-    private var nextURL: WebSocketURL?
+    private var nextURL: TransportURL?
 
-    public init(url: WebSocketURL, configuration: Configuration, eventLoop: EventLoop) {
+    public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
         queueLimit = configuration.queueLimit
-        socket = WebSocketConnection(url: url, options: configuration.socket, eventLoop: eventLoop)
+        socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
         heartbeat = HeartbeatMonitor(configuration.heartbeat)
         queue = SendQueue(limit: configuration.queueLimit, overflow: configuration.overflow)
         events.owner = self
-        socket.delegate = events
+        socket.transportDelegate = events
     }
 
     /// "connecting" | "open" | "closing" | "closed" | "reconnecting"
@@ -131,7 +134,7 @@ public final class ManagedConnection {
     /// Alive: open, or on its way to be (keeps `moonwire run` going).
     public var isAlive: Bool { lifecycle.isAlive }
 
-    public var url: WebSocketURL { socket.url }
+    public var url: TransportURL { socket.transportURL }
 
     public var stats: Stats {
         let s = socket.stats
@@ -163,7 +166,7 @@ public final class ManagedConnection {
     }
 
     public func ping(_ payload: ByteBuffer) -> Bool {
-        guard lifecycle.state == .open, (try? socket.ping(payload)) != nil else { return false }
+        guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
         heartbeat.didSend(at: .now())
         return true
     }
@@ -208,7 +211,7 @@ public final class ManagedConnection {
         case .dial:
             ignoringSocket = false
             do {
-                try socket.connect(to: nextURL)
+                try socket.dial(nextURL)
                 nextURL = nil
             } catch {
                 drive(lifecycle.failed(WebSocketConnectionError(step: .connect, message: error.description)))
@@ -244,7 +247,7 @@ public final class ManagedConnection {
         case .askReconnectHook(let attempt, let delay):
             let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
             if let url = decision.url { nextURL = url }
-            if let headers = decision.headers { socket.options.headers = headers }
+            if let headers = decision.headers, let webSocket = socket as? WebSocketConnection { webSocket.options.headers = headers }
             drive(lifecycle.reconnectHookAnswered(decision.answer))
         case .startRetryTimer(let delay):
             retryTimer?.cancel()
@@ -330,14 +333,14 @@ public final class ManagedConnection {
 
 /// The socket's delegate; a separate object because the socket holds it weakly
 /// and `ManagedConnection` should not expose the delegate methods.
-private final class SocketEvents: WebSocketConnectionDelegate {
+private final class SocketEvents: TransportDelegate {
     weak var owner: ManagedConnection?
 
-    func connectionDidOpen(_ connection: WebSocketConnection, info: WebSocketOpenInfo) { owner?.socketOpened(info) }
-    func connection(_ connection: WebSocketConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func transportDidOpen(_ transport: any Transport, info: WebSocketOpenInfo) { owner?.socketOpened(info) }
+    func transport(_ transport: any Transport, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
         owner?.socketReceived(message, kind: kind)
     }
-    func connection(_ connection: WebSocketConnection, didReceivePong payload: ByteBuffer) { owner?.socketReceivedPong(payload) }
-    func connection(_ connection: WebSocketConnection, didFail error: WebSocketConnectionError) { owner?.socketFailed(error) }
-    func connection(_ connection: WebSocketConnection, didClose info: WebSocketCloseInfo) { owner?.socketClosed(info) }
+    func transport(_ transport: any Transport, didReceivePong payload: ByteBuffer) { owner?.socketReceivedPong(payload) }
+    func transport(_ transport: any Transport, didFail error: WebSocketConnectionError) { owner?.socketFailed(error) }
+    func transport(_ transport: any Transport, didClose info: WebSocketCloseInfo) { owner?.socketClosed(info) }
 }

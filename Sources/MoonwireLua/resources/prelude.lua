@@ -122,7 +122,7 @@ end
 function mw.connect(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
-  local codec, hb_message, hb_reply
+  local codec, hb_message, hb_reply, framer
   if opts then
     local copy = {}
     for k, v in pairs(opts) do copy[k] = v end
@@ -132,11 +132,15 @@ function mw.connect(url, opts)
       error("bad argument #2 to 'mw.connect' (opts.codec: { encode = function, decode = function } expected)", 2)
     end
     copy.heartbeat, hb_message, hb_reply = split_heartbeat(copy.heartbeat, "mw.connect", 2)
+    if type(copy.framing) == "function" then
+      framer, copy.framing = copy.framing, "custom"
+    end
     opts = copy
   end
   local c = host.connect(url, opts)
   conns[c] = { codec = codec, on_open = {}, on_message = {}, on_close = {}, on_error = {}, on_reconnect = {},
-               waiters = {}, inbox = {}, final = false, hb_message = hb_message, hb_reply = hb_reply }
+               waiters = {}, inbox = {}, final = false, hb_message = hb_message, hb_reply = hb_reply,
+               framer = framer }
   return c
 end
 
@@ -324,9 +328,123 @@ function events.heartbeat_message(c)
   return message
 end
 
+-- A framing function: fn(buffer) -> message, consumed | nil.
+function events.frame(c, buffer)
+  local st = conns[c]
+  local message, consumed = st.framer(buffer)
+  if message == nil then return nil end
+  if type(message) ~= "string" or math.type(consumed) ~= "integer" then
+    error("framing function: message (string) and consumed (integer) expected, got "
+      .. type(message) .. " and " .. type(consumed), 0)
+  end
+  return message, consumed
+end
+
 function events.heartbeat_reply(c, message)
   local st = conns[c]
   return st ~= nil and st.hb_reply ~= nil and message:find(st.hb_reply) ~= nil
+end
+
+-- Servers -------------------------------------------------------------------
+
+local servers = setmetatable({}, { __mode = "k" })
+local server_methods = host.server_methods
+local peer_methods = host.peer_methods
+local server_of_peer = setmetatable({}, { __mode = "k" })
+
+-- Peers have fields (id, remote_address) besides their methods.
+host.peer_metatable.__index = function(peer, key)
+  local method = peer_methods[key]
+  if method then return method end
+  if key == "id" or key == "remote_address" then
+    local id, address = peer_methods._fields(peer)
+    return key == "id" and id or address
+  end
+end
+
+local function server_state(s, fname)
+  local st = servers[s]
+  if not st then
+    error(("bad self to '%s' (a server from mw.listen expected, got %s)"):format(fname, type(s)), 3)
+  end
+  return st
+end
+
+function mw.listen(url, opts)
+  if type(url) ~= "string" then bad_argument(1, "mw.listen", "string", url) end
+  if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.listen", "table", opts) end
+  local codec
+  if opts then
+    local copy = {}
+    for k, v in pairs(opts) do copy[k] = v end
+    codec, copy.codec = copy.codec, nil
+    if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
+        or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
+      error("bad argument #2 to 'mw.listen' (opts.codec: { encode = function, decode = function } expected)", 2)
+    end
+    opts = copy
+  end
+  local s, err = host.listen(url, opts)
+  if not s then return nil, err end
+  servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {} }
+  return s
+end
+
+for _, event in ipairs({ "connect", "message", "close" }) do
+  local key, fname = "on_" .. event, "s:on_" .. event
+  server_methods[key] = function(self, fn)
+    local st = server_state(self, fname)
+    if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
+    local list = st[key]
+    list[#list + 1] = fn
+    return self
+  end
+end
+
+local function encode_for(st, data, fname)
+  local codec = st and st.codec
+  if codec and codec.encode then
+    data = codec.encode(data)
+    if type(data) ~= "string" then
+      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", 3)
+    end
+  end
+  return data
+end
+
+local raw_broadcast = server_methods.broadcast
+function server_methods.broadcast(self, data, kind)
+  local st = server_state(self, "s:broadcast")
+  return raw_broadcast(self, encode_for(st, data, "s:broadcast"), kind)
+end
+
+local raw_peer_send = peer_methods.send
+function peer_methods.send(self, data, kind)
+  return raw_peer_send(self, encode_for(servers[server_of_peer[self]], data, "peer:send"), kind)
+end
+
+local server_events = {}
+
+function server_events.connect(s, peer, request)
+  local st = servers[s]
+  if not st then return end
+  server_of_peer[peer] = s
+  for _, handler in ipairs(st.on_connect) do handler(peer, request) end
+end
+
+function server_events.message(s, peer, message, kind)
+  local st = servers[s]
+  if not st then return end
+  local codec = st.codec
+  if codec and codec.decode then message = codec.decode(message, kind) end
+  local handlers = st.on_message
+  for i = 1, #handlers do handlers[i](peer, message, kind) end
+end
+
+function server_events.close(s, peer, code, reason)
+  local st = servers[s]
+  if not st then return end
+  for _, handler in ipairs(st.on_close) do handler(peer, code, reason) end
 end
 
 local function logger(level)
@@ -380,6 +498,7 @@ end
 -- For the test runner: what it needs of the machinery above.
 local internal = {
   events = events,
+  server_events = server_events,
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,

@@ -1,0 +1,77 @@
+import MoonwireCore
+import NIOCore
+
+/// A server as Lua sees it (`mw.listen`): events go to the prelude's
+/// dispatchers. While it listens, the runtime holds it, which keeps the script
+/// running.
+final class LuaServer: MessageServerDelegate {
+    static let className = "moonwire.server"
+
+    unowned let runtime: ScriptRuntime
+    let server: MessageServer
+    var handle: LuaReference?
+    /// The Lua side of every open peer, by the Core peer's id.
+    var peers: [Int: LuaPeer] = [:]
+
+    init(runtime: ScriptRuntime, server: MessageServer) {
+        self.runtime = runtime
+        self.server = server
+    }
+
+    func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
+        let p = LuaPeer(peer: peer)
+        peers[peer.id] = p
+        runtime.dispatch(.connect, for: self) { lua in
+            lua.push(object: p, class: LuaPeer.className)
+            lua.pushValue(-1)
+            p.handle = lua.reference()
+            var headers: [LuaValue: LuaValue] = [:]
+            for (name, value) in request.headers { headers[.text(name.lowercased())] = .text(value) }
+            var table: [LuaValue: LuaValue] = [
+                .text("path"): .text(request.path), .text("headers"): .table(headers),
+                .text("remote_address"): .text(request.remoteAddress),
+            ]
+            if let p = request.subprotocol { table[.text("protocol")] = .text(p) }
+            lua.push(LuaValue.table(table))
+            return 2
+        }
+    }
+
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        guard let handle = peers[peer.id]?.handle else { return }
+        runtime.dispatch(.message, for: self) { lua in
+            lua.push(handle)
+            message.withUnsafeReadableBytes { lua.push(bytes: $0) }
+            lua.push(kind == .text ? "text" : "binary")
+            return 3
+        }
+    }
+
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+        guard let p = peers.removeValue(forKey: peer.id), let handle = p.handle else { return }
+        runtime.dispatch(.close, for: self) { lua in
+            lua.push(handle)
+            lua.push(Int(info.code))
+            lua.push(info.reason)
+            return 3
+        }
+        runtime.lua.release(handle)
+        p.handle = nil
+    }
+
+    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
+        runtime.options.logger.warning("server \(server.url): \(error)")
+    }
+}
+
+/// One client of a `mw.listen` server.
+final class LuaPeer {
+    static let className = "moonwire.peer"
+
+    let peer: ServerPeer
+    var handle: LuaReference?
+
+    init(peer: ServerPeer) {
+        self.peer = peer
+    }
+}

@@ -1,0 +1,249 @@
+import CLua
+import CLuaShim
+import MoonwireCore
+import NIOCore
+
+/// `mw.listen`, the server and peer methods implemented in Swift; the prelude
+/// adds the handlers (on_connect, on_message, on_close) and the codec.
+extension ScriptRuntime {
+    enum ServerEvent: String, CaseIterable {
+        case connect, message, close
+    }
+
+    static let serverMethods: [(String, mw_swift_fn)] = [
+        ("url", { L, ctx in
+            LuaBinding.enter(L, ctx, "s:url", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                args.lua.push(try rt.server(args).server.url.description)
+                return 1
+            }
+        }),
+        ("broadcast", { L, ctx in
+            LuaBinding.enter(L, ctx, "s:broadcast", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                let s = try rt.server(args)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                do {
+                    args.lua.push(try s.server.broadcast(buffer, kind: kind))
+                } catch {
+                    throw args.error(2, "\(error)")
+                }
+                return 1
+            }
+        }),
+        ("peers", { L, ctx in
+            LuaBinding.enter(L, ctx, "s:peers", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let s = try rt.server(args)
+                let handles = s.server.peers.compactMap { s.peers[$0.id]?.handle }
+                lua_createtable(args.lua.L, Int32(handles.count), 0)
+                for (i, handle) in handles.enumerated() {
+                    args.lua.push(handle)
+                    lua_rawseti(args.lua.L, -2, lua_Integer(i + 1))
+                }
+                return 1
+            }
+        }),
+        ("reject_next", { L, ctx in
+            LuaBinding.enter(L, ctx, "s:reject_next", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let s = try rt.server(args)
+                let count = try args.integer(2)
+                let status = try args.optionalInteger(3) ?? 503
+                guard count >= 0 else { throw args.error(1, "a count of 0 or more expected") }
+                guard (400...599).contains(status) else { throw args.error(2, "an HTTP status from 400 to 599 expected") }
+                s.server.rejectNext(count, status: status)
+                return 0
+            }
+        }),
+        ("close", { L, ctx in
+            LuaBinding.enter(L, ctx, "s:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                rt.closeServer(try rt.server(args))
+                return 0
+            }
+        }),
+    ]
+
+    static let peerMethods: [(String, mw_swift_fn)] = [
+        ("send", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                do {
+                    try p.peer.send(buffer, kind: kind)
+                } catch {
+                    args.lua.pushNil()
+                    args.lua.push("closed")
+                    return 2
+                }
+                args.lua.push(true)
+                return 1
+            }
+        }),
+        ("ping", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
+                args.lua.push((try? p.peer.ping(ByteBuffer(bytes: payload))) != nil)
+                return 1
+            }
+        }),
+        ("close", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                let code = try args.optionalInteger(2) ?? 1000
+                guard (0...4999).contains(code), WebSocketCloseCode.isValidOnWire(UInt16(code)) else {
+                    throw args.error(1, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
+                }
+                try? p.peer.close(code: UInt16(code), reason: args.isNoneOrNil(3) ? "" : try args.string(3))
+                return 0
+            }
+        }),
+        ("abort", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:abort", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                try rt.peer(args).peer.abort()
+                return 0
+            }
+        }),
+        ("pause", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:pause", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                let seconds = try args.number(2)
+                guard seconds >= 0, seconds < 1e9 else { throw args.error(1, "seconds from 0 to 1e9 expected") }
+                p.peer.pause(for: .seconds(seconds))
+                return 0
+            }
+        }),
+        ("send_raw", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:send_raw", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                p.peer.sendRaw(ByteBuffer(bytes: try args.bytes(2)))
+                return 0
+            }
+        }),
+        ("stats", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:stats", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let s = try rt.peer(args).peer.stats
+                args.lua.push(LuaValue.table([
+                    .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
+                    .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
+                ]))
+                return 1
+            }
+        }),
+        ("_fields", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                args.lua.push(p.peer.id)
+                args.lua.push(p.peer.remoteAddress)
+                return 2
+            }
+        }),
+    ]
+
+    func server(_ args: LuaArguments) throws(LuaArgumentError) -> LuaServer {
+        guard let s = args.lua.object(at: 1, class: LuaServer.className, as: LuaServer.self) else {
+            throw args.typeError(1, expected: "server")
+        }
+        return s
+    }
+
+    func peer(_ args: LuaArguments) throws(LuaArgumentError) -> LuaPeer {
+        guard let p = args.lua.object(at: 1, class: LuaPeer.className, as: LuaPeer.self) else {
+            throw args.typeError(1, expected: "peer")
+        }
+        return p
+    }
+
+    /// `host.listen(url, opts)` → server | nil, err. The prelude has taken out the codec
+    /// and a framing function.
+    func listen(_ args: LuaArguments) throws -> Int32 {
+        let text = try args.string(1)
+        let url: ServerURL
+        do {
+            url = try ServerURL(text)
+        } catch {
+            throw args.error(1, error.description)
+        }
+        let opts: LuaValue
+        do {
+            opts = try args.lua.value(at: 2)
+        } catch {
+            throw args.error(2, "\(error)")
+        }
+        var t = try LuaOptionTable(opts, function: "mw.listen", argument: 2)
+        var options = MessageServerOptions()
+        if let protocols = try t.strings("protocols") { options.protocols = protocols }
+        if let n = try t.integer("max_message", min: 1) { options.maxMessage = n }
+        if let b = try t.boolean("compress") { options.compress = b }
+        if let s = try t.seconds("close_timeout") { options.closeTimeout = .seconds(s) }
+        if let tls = try ConnectOptions.tls(&t) { options.tls = tls }
+        if let framing = try LuaFraming.parse(&t, custom: nil) {
+            options.framing = framing
+        }
+        if var h = try t.table("heartbeat") {
+            guard let timeout = try h.seconds("timeout"), timeout > 0 else {
+                throw h.error("timeout", "seconds above 0 expected: peers silent for longer are dropped")
+            }
+            try h.finish()
+            if case .webSocket = url.kind {
+                options.heartbeat = .dropSilentPeers(after: .seconds(timeout), ping: true)
+            } else {
+                options.heartbeat = .dropSilentPeers(after: .seconds(timeout))
+            }
+        }
+        try t.finish()
+        let server: MessageServer
+        do {
+            server = try MessageServer(url: url, options: options, eventLoop: eventLoop)
+        } catch {
+            args.lua.pushNil()
+            args.lua.push("\(error)")
+            return 2
+        }
+        let s = LuaServer(runtime: self, server: server)
+        server.delegate = s
+        args.lua.push(object: s, class: LuaServer.className)
+        args.lua.pushValue(-1)
+        s.handle = args.lua.reference()
+        servers[ObjectIdentifier(s)] = s
+        return 1
+    }
+
+    func closeServer(_ s: LuaServer) {
+        guard servers.removeValue(forKey: ObjectIdentifier(s)) != nil else { return }
+        _ = s.server.close()
+        // Peers report their close through the delegate; the handle goes once they have.
+        s.server.closeFuture.whenComplete { [weak self] _ in
+            guard let self, let handle = s.handle else { return }
+            self.lua.release(handle)
+            s.handle = nil
+            if !self.finished && !self.isAlive { self.finish(0) }
+        }
+    }
+
+    func dispatch(_ event: ServerEvent, for s: LuaServer, push: (LuaState) -> Int32) {
+        guard let dispatcher = serverEvents[event], let handle = s.handle, !finished else { return }
+        lua.push(dispatcher)
+        lua.push(handle)
+        let n = push(lua)
+        callIntoLua(arguments: 1 + n)
+    }
+}
+
+extension LuaArguments {
+    /// A message argument and its optional kind: text when valid UTF-8, else binary.
+    func message(at index: Int32, kindAt kindIndex: Int32) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
+        let kindName = isNoneOrNil(kindIndex) ? nil : try string(kindIndex)
+        return try withBytes(index) { bytes throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) in
+            var validator = UTF8Validator()
+            let isText = validator.feed(bytes) && validator.isComplete
+            let kind: WebSocketMessageKind
+            switch kindName {
+            case nil: kind = isText ? .text : .binary
+            case "text"?:
+                guard isText else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
+                kind = .text
+            case "binary"?: kind = .binary
+            case let other?: throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(other)\"")
+            }
+            return (ByteBuffer(bytes: bytes), kind)
+        }
+    }
+}
