@@ -60,7 +60,11 @@ let package = Package(
             dependencies: ["MoonwireLua", "CLuaShim"],
             path: "bench/Sources/moonwire-bench"
         ),
-        .testTarget(name: "MoonwireCoreTests", dependencies: ["MoonwireCore"], exclude: ["Peers"]),
+        .testTarget(
+            name: "MoonwireCoreTests",
+            dependencies: ["MoonwireCore", .product(name: "NIOEmbedded", package: "swift-nio")],
+            exclude: ["Peers"]
+        ),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
         .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures"]),
     ],

@@ -13,6 +13,9 @@ bin="$(swift build --show-bin-path)/moonwire"
 echo "== moonwire check examples/" >&2
 "$bin" check examples/*.lua
 
+echo "== moonwire test examples/tests" >&2
+"$bin" test examples/tests
+
 echo "== swift test" >&2
 swift test --skip-build
 

@@ -179,6 +179,10 @@ public final class ScriptRuntime: @unchecked Sendable {
         guard !finished else { return }
         finished = true
         timers.cancelAll()
+        // Ending at once: servers stop listening, connections close without reconnecting.
+        for s in servers.values { _ = s.server.close() }
+        servers.removeAll()
+        for c in connections.values { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "script ended") }
         // Complete after the Lua code on the stack now has unwound, so nobody
         // acting on the exit code races the loop still running Lua.
         eventLoop.execute { [completionPromise] in completionPromise.succeed(code) }

@@ -1,5 +1,6 @@
 import MoonwireCore
 import NIOCore
+import NIOEmbedded
 import NIOPosix
 import Testing
 
@@ -34,6 +35,43 @@ import Testing
 }
 
 @Suite struct TimerSchedulerTests {
+    /// Virtual time: every tick of a repeating timer is due at start + n * interval,
+    /// however long each callback takes, so lateness never adds up; ticks missed
+    /// entirely are skipped, not fired in a burst.
+    @Test func repeatingTimersAreAnchoredAndDoNotDrift() {
+        let loop = EmbeddedEventLoop()
+        let clock = VirtualClock()
+        let timers = TimerScheduler(eventLoop: loop, now: { clock.now })
+        var fired: [Int64] = []
+        timers.schedule(after: .milliseconds(10), every: .milliseconds(10)) {
+            fired.append(clock.now.uptimeNanoseconds.asMilliseconds)
+            clock.now = clock.now + .milliseconds(3)   // the callback takes 3 ms
+        }
+        for _ in 0..<100 {
+            // The loop wakes exactly at the armed deadline.
+            let next = clock.now + .milliseconds(10 - Int64(clock.now.uptimeNanoseconds.asMilliseconds % 10))
+            clock.now = next
+            loop.advanceTime(to: next)
+        }
+        #expect(fired.count == 100)
+        #expect(fired == (1...100).map { Int64($0 * 10) })
+
+        // A callback that overruns two intervals: the missed ticks are skipped.
+        var late: [Int64] = []
+        let start = clock.now
+        let id = timers.schedule(after: .milliseconds(10), every: .milliseconds(10)) {
+            late.append((clock.now - start).nanoseconds / 1_000_000)
+            if late.count == 1 { clock.now = clock.now + .milliseconds(25) }
+        }
+        for step in 1...5 {
+            let target = start + .milliseconds(Int64(step) * 10)
+            if clock.now < target { clock.now = target }
+            loop.advanceTime(to: clock.now)
+        }
+        timers.cancel(id)
+        #expect(late == [10, 40, 50])
+    }
+
     @Test func firesInOrderAndHonoursCancel() throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
@@ -62,4 +100,12 @@ import Testing
         #expect(fired.filter { $0 != "tick3" } == ["a", "b", "c"])
         #expect(fired.contains("tick3"))
     }
+}
+
+final class VirtualClock: @unchecked Sendable {
+    var now = NIODeadline.uptimeNanoseconds(0)
+}
+
+extension UInt64 {
+    var asMilliseconds: Int64 { Int64(self / 1_000_000) }
 }

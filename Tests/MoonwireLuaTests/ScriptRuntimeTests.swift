@@ -28,7 +28,7 @@ import Testing
             local start = mw.now()
             mw.every(0.01, function(t)
               ticks[#ticks + 1] = mw.now() - start
-              local busy = mw.now() + 0.002    -- each callback takes 2 ms
+              local busy = mw.now() + 0.004    -- each callback takes 4 ms
               while mw.now() < busy do end
               if #ticks == 100 then t:cancel() end
             end)
@@ -39,15 +39,16 @@ import Testing
             let due = Double(i + 1) * 0.01
             #expect(t >= due - 0.001, "tick \(i + 1) early: \(t)")
         }
-        // With drift every tick would add its 2 ms of work and its wake-up latency
-        // to all later ones: lateness would climb by 0.2 s or more over 100 ticks.
+        // With drift every tick would add its 4 ms of work and its wake-up latency
+        // to all later ones: lateness would climb by 0.4 s or more over 100 ticks.
         // Anchored, it stays at the loop's latency. Medians keep a single tick
-        // delayed by a busy machine from deciding the outcome.
+        // delayed by a busy machine from deciding the outcome; the exact schedule
+        // is checked in virtual time by TimerSchedulerTests.
         let lateness = ticks.enumerated().map { $0.element - Double($0.offset + 1) * 0.01 }
         func median(_ xs: ArraySlice<Double>) -> Double { xs.sorted()[xs.count / 2] }
         let early = median(lateness.prefix(20))
         let late = median(lateness.suffix(20))
-        #expect(late - early < 0.05, "lateness climbed from \(early) s to \(late) s")
+        #expect(late - early < 0.2, "lateness climbed from \(early) s to \(late) s")
     }
 
     @Test func sleepInterleavesCoroutines() throws {

@@ -27,13 +27,16 @@ public final class TimerScheduler {
     }
 
     public let eventLoop: EventLoop
+    /// The time source; tests pass a virtual one along with an `EmbeddedEventLoop`.
+    private let now: () -> NIODeadline
     private var timers: [ID: Timer] = [:]
     private var queue = TimerQueue<ID>()
     private var armed: (deadline: NIODeadline, task: Scheduled<Void>)?
     private var nextID: UInt64 = 0
 
-    public init(eventLoop: EventLoop) {
+    public init(eventLoop: EventLoop, now: @escaping () -> NIODeadline = NIODeadline.now) {
         self.eventLoop = eventLoop
+        self.now = now
     }
 
     /// Timers scheduled and not yet fired (one-shot) or cancelled.
@@ -45,7 +48,7 @@ public final class TimerScheduler {
         eventLoop.preconditionInEventLoop()
         let id = ID(value: nextID)
         nextID &+= 1
-        let deadline = NIODeadline.now() + max(delay, .zero)
+        let deadline = now() + max(delay, .zero)
         timers[id] = Timer(deadline: deadline, interval: interval.map { max($0, .nanoseconds(1)) }, fire: fire)
         queue.insert(id, at: deadline)
         rearm()
@@ -89,7 +92,7 @@ public final class TimerScheduler {
 
     private func fireDue() {
         armed = nil
-        let now = NIODeadline.now()
+        let now = self.now()
         while let id = queue.popFirst(dueBy: now) {
             guard var timer = timers[id] else { continue }
             if let interval = timer.interval {

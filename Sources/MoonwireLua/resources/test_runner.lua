@@ -107,7 +107,8 @@ local function track(make)
 end
 mw.after = track(mw.after)
 mw.every = track(mw.every)
-if mw.connect then mw.connect = track(mw.connect) end
+mw.connect = track(mw.connect)
+mw.listen = track(mw.listen)
 
 local function close_owned(list)
   for i = #list, 1, -1 do

@@ -1,0 +1,126 @@
+-- protocol_test.lua: a protocol regression suite, run by `moonwire test`.
+-- It starts its own server (the chat server of examples/chat_server.lua plus a
+-- few fault-injecting ones), so it needs no outside network.
+--   moonwire test examples/tests
+local json = { encode = mw.json.encode, decode = mw.json.decode }
+
+describe("chat protocol", function()
+  local server, url
+
+  setup(function()
+    server = assert(mw.listen("ws://127.0.0.1:0/chat", { codec = json }))
+    server:on_message(function(peer, msg)
+      if msg.op == "login" then
+        peer:send({ op = "welcome", user = msg.user })
+      elseif msg.op == "echo" then
+        peer:send(msg)
+      elseif msg.op == "quit" then
+        peer:close(4000, "bye " .. msg.user)
+      end
+    end)
+    url = server:url()
+  end)
+
+  teardown(function() server:close() end)
+
+  it("welcomes a login", function()
+    local c = mw.connect(url, { codec = json })
+    local reply = assert(c:request({ op = "login", user = "ann" }, function(m) return m.op == "welcome" end, 2))
+    assert.are.same({ op = "welcome", user = "ann" }, reply)
+  end)
+
+  it("echoes in order", function()
+    local c = mw.connect(url, { codec = json })
+    for i = 1, 5 do c:send({ op = "echo", n = i }) end
+    for i = 1, 5 do assert.are.equal(i, assert(c:receive(2)).n) end
+  end)
+
+  it("closes with the code the protocol says", function()
+    local c = mw.connect(url, { codec = json, reconnect = false })
+    local code, reason
+    c:on_close(function(_, c_code, c_reason) code, reason = c_code, c_reason end)
+    c:send({ op = "quit", user = "bob" })
+    assert.are.same({ nil, "closed" }, { c:receive(2) })
+    assert.are.equal(4000, code)
+    assert.are.equal("bye bob", reason)
+  end)
+end)
+
+describe("binary format", function()
+  it("round-trips a packed header", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:on_message(function(peer, msg)
+      local kind, seq, body = string.unpack(">BI4s2", msg)
+      peer:send(string.pack(">BI4s2", kind + 1, seq, body:reverse()), "binary")
+    end)
+    local c = mw.connect(server:url())
+    c:send(string.pack(">BI4s2", 1, 4242, "moon"), "binary")
+    local reply, kind = assert(c:receive(2))
+    assert.are.equal("binary", kind)
+    local k, seq, body = string.unpack(">BI4s2", reply)
+    assert.are.same({ 2, 4242, "noom" }, { k, seq, body })
+    server:close()
+  end)
+end)
+
+describe("the client under faults", function()
+  it("sees an aborted connection as 1006 by network", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:on_message(function(peer) peer:abort() end)
+    local c = mw.connect(server:url(), { reconnect = false })
+    local info
+    c:on_close(function(_, code, _, i) info = { code = code, by = i.by } end)
+    c:send("please abort")
+    assert.are.same({ nil, "closed" }, { c:receive(2) })
+    assert.are.same({ code = 1006, by = "network" }, info)
+    server:close()
+  end)
+
+  it("detects a peer that stops answering pings", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:on_connect(function(peer) peer:pause(5) end)
+    local c = mw.connect(server:url(), { heartbeat = { interval = 0.2, timeout = 0.2 }, reconnect = false })
+    assert(c:wait_open(2))
+    local started = mw.now()
+    assert.are.same({ nil, "closed" }, { c:receive(3) })
+    assert.is_true(mw.now() - started < 0.2 + 0.2 + 0.5)
+    server:close()
+  end)
+
+  it("fails a connection that sends a bad frame with 1002", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:on_message(function(peer) peer:send_raw("\x83\x00") end)   -- opcode 3 is reserved
+    local c = mw.connect(server:url(), { reconnect = false })
+    local code, err
+    c:on_error(function(_, e) err = e end)
+    c:on_close(function(_, c_code) code = c_code end)
+    c:send("send me garbage")
+    assert.are.same({ nil, "closed" }, { c:receive(2) })
+    assert.are.equal(1002, code)
+    assert.truthy(err:find("^protocol:"))
+    server:close()
+  end)
+
+  it("retries refused handshakes, then opens", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:reject_next(2, 503)
+    local c = mw.connect(server:url(), { reconnect = { initial = 0.02, factor = 1, jitter = 0 } })
+    local errors = {}
+    c:on_error(function(_, e) errors[#errors + 1] = e end)
+    assert(c:wait_open(2))
+    assert.are.equal(2, #errors)
+    assert.truthy(errors[1]:find("503"))
+    server:close()
+  end)
+
+  it("stops on 401", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:reject_next(1, 401)
+    local c = mw.connect(server:url(), { reconnect = { initial = 0.02 } })
+    local ok, err = c:wait_open(2)
+    assert.is_nil(ok)
+    assert.truthy(err:find("401"))
+    assert.are.equal("closed", c:state())
+    server:close()
+  end)
+end)
