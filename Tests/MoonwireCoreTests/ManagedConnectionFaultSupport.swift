@@ -155,7 +155,7 @@ final class FaultClient: ManagedConnectionDelegate, @unchecked Sendable {
     ) async throws -> FaultClient {
         let loop = TestClient.group.next()
         let client = FaultClient(loop: loop)
-        let parsed = try WebSocketURL(url)
+        let parsed = try TransportURL(url)
         try await loop.submit {
             client.connection = ManagedConnection(url: parsed, configuration: configuration, eventLoop: loop)
             client.connection.delegate = client
@@ -253,12 +253,16 @@ final class FaultServer: MessageServerDelegate, @unchecked Sendable {
     }
 
     /// Listens on 127.0.0.1:`port` (0: any free port); `setup` installs hooks first.
-    static func start(port: Int = 0, setup: @escaping @Sendable (FaultServer) -> Void = { _ in }) async throws -> FaultServer {
+    static func start(
+        port: Int = 0,
+        scheme: String = "ws",
+        setup: @escaping @Sendable (FaultServer) -> Void = { _ in }
+    ) async throws -> FaultServer {
         let loop = TestClient.group.next()
         let test = FaultServer(loop: loop)
         try await loop.submit {
             test.server = try MessageServer(
-                url: ServerURL("ws://127.0.0.1:\(port)/"),
+                url: ServerURL("\(scheme)://127.0.0.1:\(port)" + (scheme.hasPrefix("ws") ? "/" : "")),
                 options: MessageServerOptions(closeTimeout: .milliseconds(300)),
                 eventLoop: loop
             )
@@ -269,7 +273,10 @@ final class FaultServer: MessageServerDelegate, @unchecked Sendable {
     }
 
     var port: Int { self.server.url.port }
-    var url: String { "ws://127.0.0.1:\(self.port)/" }
+    var url: String {
+        let scheme = self.server.url.scheme
+        return "\(scheme)://127.0.0.1:\(self.port)" + (scheme.hasPrefix("ws") ? "/" : "")
+    }
 
     func onLoop<T>(_ body: @escaping () throws -> T) async throws -> T {
         try await self.loop.submit(body).get()

@@ -119,7 +119,7 @@ struct ServerWebSocketTests {
             var configuration = ManagedConnection.Configuration()
             configuration.reconnect = nil
             configuration.heartbeat = HeartbeatMonitor.Configuration(interval: .milliseconds(200), timeout: .milliseconds(300))
-            let connection = ManagedConnection(url: url, configuration: configuration, eventLoop: loop)
+            let connection = ManagedConnection(url: .webSocket(url), configuration: configuration, eventLoop: loop)
             let watcher = CloseWatcher(done: done)
             connection.delegate = watcher
             done.futureResult.whenComplete { _ in withExtendedLifetime((watcher, connection)) {} }

@@ -114,6 +114,8 @@ public final class ManagedConnection {
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
     private var ignoringSocket = false
     private var droppedByLastClose = 0
+    /// Queued messages the flush could not send (counted in `stats.dropped`).
+    private var droppedUnsendable = 0
     /// Where the next dial goes, when `on_reconnect` changed it.
     private var nextURL: TransportURL?
 
@@ -140,7 +142,7 @@ public final class ManagedConnection {
         let s = socket.stats
         return Stats(
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
-            reconnects: lifecycle.reconnects, queued: queue.count, dropped: queue.dropped,
+            reconnects: lifecycle.reconnects, queued: queue.count, dropped: queue.dropped + droppedUnsendable,
             lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 }
         )
     }
@@ -152,16 +154,27 @@ public final class ManagedConnection {
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
         switch lifecycle.sendRoute {
         case .send:
-            guard (try? socket.send(data, kind: kind)) != nil else { return .closed }
-            heartbeat.didSend(at: .now())
-            return .sent
-        case .enqueue:
-            switch queue.enqueue(Outgoing(data: data, kind: kind)) {
-            case .queued, .droppedOldest, .droppedNewest: return .queued
-            case .full: return .queueFull
+            if (try? socket.send(data, kind: kind)) != nil {
+                heartbeat.didSend(at: .now())
+                return .sent
             }
+            // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
+            guard socket.state != .open else { return .closed }
+            // The lifecycle still says open, but the transport is on its way down (it failed
+            // the peer for a protocol violation and waits for its close frame): its end comes
+            // soon, and a reconnect may follow. Queue, as while reconnecting.
+            return enqueue(data, kind: kind)
+        case .enqueue:
+            return enqueue(data, kind: kind)
         case .refuse:
             return .closed
+        }
+    }
+
+    private func enqueue(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+        switch queue.enqueue(Outgoing(data: data, kind: kind)) {
+        case .queued, .droppedOldest, .droppedNewest: return .queued
+        case .full: return .queueFull
         }
     }
 
@@ -230,8 +243,23 @@ public final class ManagedConnection {
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
-            for message in queue.drain() {
-                guard (try? socket.send(message.data, kind: message.kind)) != nil else { break }
+            var waiting = queue.drain()[...]
+            while let message = waiting.popFirst() {
+                if (try? socket.send(message.data, kind: message.kind)) != nil { continue }
+                guard socket.state == .open else {
+                    // The transport went down under the flush: the rest waits for the next
+                    // open, unless the connection is over for good.
+                    let rest = [message] + waiting
+                    if lifecycle.sendRoute == .refuse {
+                        droppedUnsendable += rest.count
+                    } else {
+                        for message in rest { _ = queue.enqueue(message) }
+                    }
+                    break
+                }
+                // A message the transport cannot carry (a TCP framing checks only now):
+                // dropped and counted; the rest still goes.
+                droppedUnsendable += 1
             }
             heartbeat.didSend(at: .now())
         case .dropQueue:
