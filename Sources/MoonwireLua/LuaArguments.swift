@@ -82,6 +82,15 @@ public struct LuaArguments {
         try withBytes(index) { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// A table argument (or nil) copied into Swift, e.g. an `opts` table.
+    public func value(_ index: Int32) throws(LuaArgumentError) -> LuaValue {
+        do {
+            return try lua.value(at: index)
+        } catch {
+            throw self.error(index, error.description)
+        }
+    }
+
     public func function(_ index: Int32) throws(LuaArgumentError) {
         guard mw_isfunction(lua.L, index) != 0 else { throw typeError(index, expected: "function") }
     }

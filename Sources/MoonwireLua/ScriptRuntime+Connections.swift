@@ -108,12 +108,7 @@ extension ScriptRuntime {
         } catch {
             throw args.error(1, error.description)
         }
-        let opts: LuaValue
-        do {
-            opts = try args.lua.value(at: 2)
-        } catch {
-            throw args.error(2, error.description)
-        }
+        let opts = try args.value(2)
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)

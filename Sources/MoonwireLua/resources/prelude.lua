@@ -73,6 +73,33 @@ mw.unhex = host.unhex
 mw.base64 = host.base64
 mw.unbase64 = host.unbase64
 
+-- A copy of `opts` without its codec, which stays on this side, and the codec.
+local function without_codec(opts, fname)
+  local copy = {}
+  for k, v in pairs(opts) do copy[k] = v end
+  local codec = copy.codec
+  copy.codec = nil
+  if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
+      or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
+    error(("bad argument #2 to '%s' (opts.codec: { encode = function, decode = function } expected)"):format(fname), 3)
+  end
+  return copy, codec
+end
+
+-- Adds on_<event>(fn) methods that append fn to the object's handler list.
+local function define_handlers(target, prefix, events, lookup)
+  for _, event in ipairs(events) do
+    local key, fname = "on_" .. event, prefix .. ":on_" .. event
+    target[key] = function(self, fn)
+      local st = lookup(self, fname)
+      if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
+      local list = st[key]
+      list[#list + 1] = fn
+      return self
+    end
+  end
+end
+
 -- Connections ---------------------------------------------------------------
 --
 -- Swift owns the socket; the Lua side of a connection (its handlers, the
@@ -124,13 +151,8 @@ function mw.connect(url, opts)
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
   local codec, hb_message, hb_reply, framer
   if opts then
-    local copy = {}
-    for k, v in pairs(opts) do copy[k] = v end
-    codec, copy.codec = copy.codec, nil
-    if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
-        or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
-      error("bad argument #2 to 'mw.connect' (opts.codec: { encode = function, decode = function } expected)", 2)
-    end
+    local copy
+    copy, codec = without_codec(opts, "mw.connect")
     copy.heartbeat, hb_message, hb_reply = split_heartbeat(copy.heartbeat, "mw.connect", 2)
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
@@ -152,16 +174,7 @@ function methods.heartbeat(self, opts)
   st.hb_message, st.hb_reply = message, reply
 end
 
-for _, event in ipairs({ "open", "message", "close", "error", "reconnect" }) do
-  local key, fname = "on_" .. event, "c:on_" .. event
-  methods[key] = function(self, fn)
-    local st = state_of(self, fname)
-    if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
-    local list = st[key]
-    list[#list + 1] = fn
-    return self
-  end
-end
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect" }, state_of)
 
 local raw_send = methods.send
 function methods.send(self, data, kind)
@@ -374,32 +387,14 @@ function mw.listen(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.listen", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.listen", "table", opts) end
   local codec
-  if opts then
-    local copy = {}
-    for k, v in pairs(opts) do copy[k] = v end
-    codec, copy.codec = copy.codec, nil
-    if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
-        or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
-      error("bad argument #2 to 'mw.listen' (opts.codec: { encode = function, decode = function } expected)", 2)
-    end
-    opts = copy
-  end
+  if opts then opts, codec = without_codec(opts, "mw.listen") end
   local s, err = host.listen(url, opts)
   if not s then return nil, err end
   servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {} }
   return s
 end
 
-for _, event in ipairs({ "connect", "message", "close" }) do
-  local key, fname = "on_" .. event, "s:on_" .. event
-  server_methods[key] = function(self, fn)
-    local st = server_state(self, fname)
-    if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
-    local list = st[key]
-    list[#list + 1] = fn
-    return self
-  end
-end
+define_handlers(server_methods, "s", { "connect", "message", "close" }, server_state)
 
 local function encode_for(st, data, fname)
   local codec = st and st.codec
