@@ -3,8 +3,8 @@
 # own Lua client (examples/autobahn_client.lua under `moonwire run`) and fails
 # when any case FAILED.
 #
-#   scripts/autobahn.sh                   # CI set: groups 1-7 and 10, no compression (~1 min)
-#   scripts/autobahn.sh --all             # groups 1-10, then 12-13 with compress (~10+ min)
+#   scripts/autobahn.sh                   # CI set: groups 1-7 and 10, no compression (~10 s)
+#   scripts/autobahn.sh --all             # groups 1-10, then 12-13 with compress (~20 min)
 #   scripts/autobahn.sh --cases '5.*,6.4.*'            # a selection
 #   scripts/autobahn.sh --cases '12.1.*' --compress    # a selection, compressed
 #   scripts/autobahn.sh --all --markdown /tmp/table.md # also write the table as markdown
@@ -17,7 +17,7 @@
 #   --markdown FILE    write the per-group table (and versions, timings) to FILE
 #   --out DIR          where the reports go (default: $PREFIX/runs/<time>-<pid>)
 #   --port N           the fuzzing server's port (default: a free loopback port)
-#   --timeout SECS     bound for one client run (default: 600 for the CI set, 2400 otherwise)
+#   --timeout SECS     bound for one client run (default: 300 for the CI set, 2400 otherwise)
 #   --prefix DIR       where the suite is installed (default: $MOONWIRE_AUTOBAHN_PREFIX
 #                      or /tmp/moonwire-autobahn)
 #   --bin PATH         the moonwire binary (default: $MOONWIRE_BIN, else build with
@@ -82,7 +82,7 @@ esac
 if [ $force_compress = 1 ] && [ $mode != cases ]; then
     for i in "${!runs[@]}"; do IFS='|' read -r l _ c <<<"${runs[$i]}"; runs[$i]="$l, compress|1|$c"; done
 fi
-[ -n "$timeout" ] || { [ $mode = ci ] && timeout=600 || timeout=2400; }
+[ -n "$timeout" ] || { [ $mode = ci ] && timeout=300 || timeout=2400; }
 
 # --- the suite ----------------------------------------------------------------
 site="$prefix/lib/python2.7/site-packages"
@@ -112,6 +112,9 @@ if [ -z "$bin" ]; then
     bin="$(swift build --show-bin-path)/moonwire"
 fi
 [ -x "$bin" ] || die "no moonwire binary at $bin"
+# What was measured: the tree as it is now, when the binary was just built.
+revision="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
+[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || revision+=", uncommitted changes"
 
 # --- reports directory --------------------------------------------------------
 if [ -z "$out" ]; then
@@ -123,18 +126,22 @@ fi
 mkdir -p "$out"; out="$(cd "$out" && pwd)"
 
 # --- the fuzzing server's lifetime --------------------------------------------
-server_pid=""
+server_pid="" client_pid=""
+# Process groups: `timeout` puts itself and the client in one, setsid the server.
+# Some runners hand their children a blocked SIGTERM, so SIGKILL follows when
+# TERM is not enough.
+stop_group() { # pid
+    kill -TERM -- "-$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$1" 2>/dev/null || kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+stop_client() { [ -z "$client_pid" ] || stop_group "$client_pid"; client_pid=""; }
 stop_server() {
-    [ -n "$server_pid" ] || return 0
-    # It runs in its own process group (setsid). Some runners hand their
-    # children a blocked SIGTERM, so SIGKILL follows when TERM is not enough.
-    kill -TERM -- "-$server_pid" 2>/dev/null || kill -TERM "$server_pid" 2>/dev/null || true
-    for _ in $(seq 1 20); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$server_pid" 2>/dev/null || kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
+    [ -z "$server_pid" ] || stop_group "$server_pid"
     server_pid=""
 }
-trap stop_server EXIT
+trap 'stop_client; stop_server' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -183,13 +190,19 @@ for entry in "${runs[@]}"; do
     [ "$compress" = 1 ] && args+=(compress)
     echo "autobahn: [$label] $bin ${args[*]}" >&2
     t0=$(date +%s)
+    # In the background and waited for, so that INT and TERM act at once.
+    timeout -k 10 "$timeout" "$bin" "${args[@]}" >"$dir/client.log" 2>&1 </dev/null &
+    client_pid=$!
     set +e
-    timeout -k 10 "$timeout" "$bin" "${args[@]}" >"$dir/client.log" 2>&1 </dev/null
+    wait "$client_pid"
     status=$?
     set -e
-    # The server writes index.json while answering /updateReports.
-    for _ in $(seq 1 100); do [ -f "$dir/index.json" ] && break; sleep 0.2; done
+    client_pid=""
     seconds=$(( $(date +%s) - t0 ))
+    # The server writes index.json while answering /updateReports; a client
+    # that failed most likely never asked for it.
+    waits=100; [ $status = 0 ] || waits=10
+    for _ in $(seq 1 $waits); do [ -f "$dir/index.json" ] && break; sleep 0.2; done
     stop_server
     echo "autobahn: [$label] client exit $status after ${seconds}s" >&2
     [ $status = 0 ] || tail -5 "$dir/client.log" >&2
@@ -205,7 +218,7 @@ total_seconds=$(( $(date +%s) - started_all ))
 
 info=(
     --info "date=$(date -u +%Y-%m-%d)"
-    --info "moonwire=$("$bin" --version 2>/dev/null || echo '?') ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$( [ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ] || echo ', uncommitted changes'))"
+    --info "moonwire=$("$bin" --version 2>/dev/null || echo '?') ($revision, $(basename "$(dirname "$bin")") build)"
     --info "Swift=$(swift --version 2>/dev/null | sed -n 's/^.*Swift version \([^ ]*\).*$/\1/p' | head -1)"
     --info "suite=autobahntestsuite 0.8.2 (fuzzing server, Python $("$py27" -c 'import platform; print(platform.python_version())'))"
     --info "host=$(uname -sm), $(nproc) cores"

@@ -101,6 +101,8 @@ extension ScriptRuntime {
 
     /// `host.connect(url, opts)`: the prelude has taken out the codec.
     func connect(_ args: LuaArguments) throws -> Int32 {
+        // Shutting down on a signal: whatever asks for something new ends here.
+        if shutdownCode != nil { throw LuaError.exit }
         let text = try args.string(1)
         let url: TransportURL
         do {

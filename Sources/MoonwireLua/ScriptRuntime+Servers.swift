@@ -154,6 +154,8 @@ extension ScriptRuntime {
     /// `host.listen(url, opts)` → server | nil, err. The prelude has taken out the codec
     /// and a framing function.
     func listen(_ args: LuaArguments) throws -> Int32 {
+        // Shutting down on a signal: whatever asks for something new ends here.
+        if shutdownCode != nil { throw LuaError.exit }
         let text = try args.string(1)
         let url: ServerURL
         do {

@@ -115,19 +115,25 @@ public final class ScriptRuntime: @unchecked Sendable {
         }
     }
 
-    /// SIGINT / SIGTERM: stop timers, close every connection with 1001 (going
-    /// away), and end with 128 + signal once they are closed.
+    /// SIGINT / SIGTERM: stop timers and servers, close every connection with 1001
+    /// (going away), and end with 128 + signal once they are closed, or after the
+    /// close timeout at the latest. From then on the script cannot open anything new.
     public func shutdown(signal: Int32) {
         eventLoop.execute { [self] in
-            guard !finished else { return }
+            guard !finished, shutdownCode == nil else { return }
+            let code = 128 + signal
+            shutdownCode = code
             timers.cancelAll()
             for s in Array(servers.values) { closeServer(s) }
             let open = Array(connections.values)
-            guard !open.isEmpty else { return finish(128 + signal) }
-            shutdownCode = 128 + signal
+            guard !open.isEmpty else { return finish(code) }
             for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
+            eventLoop.scheduleTask(in: Self.shutdownGrace) { [weak self] in self?.finish(code) }
         }
     }
+
+    /// How long a signal waits for connections to close: the default close timeout and a little.
+    static let shutdownGrace = TimeAmount.seconds(Int64(6))
 
     /// The compiled main chunk is on top of the stack.
     private func start(arguments: [String]) {

@@ -102,9 +102,21 @@ import Testing
         #expect(r.stderr.contains("bad"))
     }
 
-    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
-    func signalsEndTheScript(signal: Int32, expected: Int32) throws {
-        let path = try CommandRunner.script("forever.lua", "mw.every(0.5, function() end)\nprint('ready')\nio.stdout:flush()\n")
+    @Test(arguments: [(SIGINT, Int32(130), "forever.lua"), (SIGTERM, Int32(143), "forever.lua"), (SIGTERM, Int32(143), "redial.lua")])
+    func signalsEndTheScript(signal: Int32, expected: Int32, script: String) throws {
+        // redial.lua opens a new connection whenever the last one closes, as the
+        // Autobahn client does: the closes a signal causes must not keep it alive.
+        let source = script == "forever.lua"
+            ? "mw.every(0.5, function() end)\nprint('ready')\nio.stdout:flush()\n"
+            : """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            print("ready") io.stdout:flush()
+            while true do
+              local c = mw.connect(s:url(), { reconnect = false })
+              c:receive()
+            end
+            """
+        let path = try CommandRunner.script(script, source)
         let (process, out, _) = CommandRunner.process(["run", path])
         try process.run()
         // Wait for the script to say it runs, then signal it.
