@@ -1,4 +1,5 @@
 import Foundation
+import MoonwireCore
 import MoonwireLua
 
 /// One file's results.
@@ -64,22 +65,15 @@ enum TestOutput {
                 case .skipped: out += "ok \(n) - \(name) # SKIP pending\n"
                 case .failed:
                     out += "not ok \(n) - \(name)\n  ---\n"
-                    out += "  message: \(yamlString(r.message))\n"
-                    out += "  at: \(yamlString(r.location))\n"
+                    // JSON string literals are valid double-quoted YAML scalars.
+                    out += "  message: \(LogLine.jsonString(r.message))\n"
+                    out += "  at: \(LogLine.jsonString(r.location))\n"
                     out += "  duration_ms: \(String(format: "%.3f", r.duration * 1000))\n  ...\n"
                 }
             }
         }
         out += "1..\(n)\n# \(summary.line)\n"
         return out
-    }
-
-    /// A double-quoted YAML scalar (JSON's escapes are valid YAML).
-    private static func yamlString(_ s: String) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: [s], options: [.withoutEscapingSlashes]),
-            let text = String(data: data, encoding: .utf8)
-        else { return "\"\"" }
-        return String(text.dropFirst().dropLast())
     }
 
     static func junit(_ reports: [TestFileReport]) -> String {

@@ -102,7 +102,7 @@ public final class WebSocketConnection {
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
             self.dialFailed(
                 generation,
-                WebSocketConnectionError(step: .timeout, message: "no connection to \(self.url.hostHeader) within \(Self.seconds(timeout))")
+                DialError.timedOut(hostPort: self.url.hostHeader, timeout: timeout)
             )
         }
 
@@ -333,34 +333,11 @@ public final class WebSocketConnection {
 
     // MARK: Error reporting
 
+    /// Upgrade failures are this transport's own; the rest (DNS, connect, TLS, pins,
+    /// timeout) read the same for every transport.
     private func classify(_ error: Error) -> WebSocketConnectionError {
-        if let mismatch = self.pinVerifier?.mismatch {
-            let presented = mismatch.map { "sha256/" + $0 }.joined(separator: ", ")
-            return WebSocketConnectionError(
-                step: .tls,
-                message: "certificate pin mismatch (expected \(self.options.tls.pinList); server presented \(presented))"
-            )
-        }
         switch error {
-        case let error as WebSocketConnectionError:
-            return error
-        case let error as NIOConnectionError:
-            guard let first = error.connectionErrors.first else {
-                return WebSocketConnectionError(step: .dns, message: "cannot resolve host '\(error.host)'")
-            }
-            return WebSocketConnectionError(step: .connect, message: "\(Self.describe(first.error)) (\(Self.describe(first.target)))")
-        case ChannelError.connectTimeout:
-            return WebSocketConnectionError(
-                step: .timeout,
-                message: "no connection to \(self.url.hostHeader) within \(Self.seconds(self.options.connectTimeout))"
-            )
-        case let error as NIOSSLError:
-            return WebSocketConnectionError(step: .tls, message: Self.describe(tls: "\(error)"))
-        case let error as BoringSSLError:
-            // With TLS 1.3 the server's verdict on our certificate arrives after our side of
-            // the handshake finished, as an alert on the first read.
-            return WebSocketConnectionError(step: .tls, message: Self.describe(tls: "\(error)"))
-        case let error as NIOHTTPClientUpgradeError:
+        case let error as NIOHTTPClientUpgradeError where self.pinVerifier?.mismatch == nil:
             if error == .upgraderDeniedUpgrade, let rejection = self.upgrader?.rejection {
                 return rejection
             }
@@ -368,35 +345,13 @@ public final class WebSocketConnection {
                 return .handshake("101 response without Upgrade: websocket", status: 101)
             }
             return .handshake("upgrade failed (\(error))")
-        case let error as HTTPParserError:
+        case let error as HTTPParserError where self.pinVerifier?.mismatch == nil:
             return .handshake("malformed HTTP response (\(error))")
         default:
-            return WebSocketConnectionError(step: .connect, message: Self.describe(error))
+            return DialError.classify(
+                error, hostPort: self.url.hostHeader, timeout: self.options.connectTimeout,
+                pinMismatch: self.pinVerifier?.mismatch, pins: self.options.tls.pinList
+            )
         }
-    }
-
-    private static func describe(_ error: Error) -> String {
-        if let io = error as? IOError {
-            return String(cString: strerror(io.errnoCode)).lowercased()
-        }
-        return "\(error)"
-    }
-
-    private static func describe(_ address: SocketAddress) -> String {
-        guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
-        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
-    }
-
-    /// BoringSSL errors read like `error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED`;
-    /// the last field is the useful part.
-    private static func describe(tls text: String) -> String {
-        guard let range = text.range(of: "OPENSSL_internal:") else { return text }
-        let reason = text[range.upperBound...].prefix(while: { $0.isLetter || $0 == "_" || $0.isNumber })
-        return reason.lowercased().replacingOccurrences(of: "_", with: " ")
-    }
-
-    private static func seconds(_ amount: TimeAmount) -> String {
-        let ms = amount.nanoseconds / 1_000_000
-        return ms % 1000 == 0 ? "\(ms / 1000) s" : "\(Double(ms) / 1000) s"
     }
 }
