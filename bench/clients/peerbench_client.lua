@@ -1,0 +1,237 @@
+-- The peerbench workloads (rtt, pipelined, fanout) as a moonwire script.
+-- Same command line and JSON line as the peers' clients in
+-- ../shared/tools/peerbench (see its clients/common_args.md), so its driver can
+-- run it as CLIENT_CMD='moonwire run bench/clients/peerbench_client.lua {args}'.
+
+local function parse(argv)
+  local a = {
+    url = "ws://127.0.0.1:9101/", workload = "rtt", n = 100000, size = 32,
+    window = 0, warmup = -1, conns = 1000, duration = 10, concurrency = 200,
+    label = "moonwire",
+  }
+  local numeric = { n = true, size = true, window = true, warmup = true, conns = true,
+                    duration = true, concurrency = true }
+  local i = 1
+  while i <= #argv do
+    local key = argv[i]:match("^%-%-(.+)$")
+    local value = argv[i + 1]
+    if not key or value == nil then
+      error("usage: --url URL --workload rtt|pipelined|fanout --n N --size S ... (bad '" .. argv[i] .. "')", 0)
+    end
+    a[key] = numeric[key] and math.tointeger(tonumber(value)) or value
+    i = i + 2
+  end
+  a.type = a.type or (a.workload == "pipelined" and "binary" or "text")
+  if a.window == 0 then a.window = math.max(16, math.min(1024, (4 * 1048576) // math.max(1, a.size))) end
+  if a.warmup < 0 then a.warmup = math.min(1000, a.n // 10) end
+  return a
+end
+
+local a = parse(mw.args)
+local now = mw.now
+local OPTS = { heartbeat = false, reconnect = false, max_message = 256 * 1048576, connect_timeout = 120 }
+
+local function vmhwm_kb()
+  local f = io.open("/proc/self/status")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return math.tointeger(tonumber(text:match("VmHWM:%s*(%d+)")))
+end
+
+local function emit(result)
+  result.peer, result.workload, result.n, result.size, result.type = a.label, a.workload, a.n, a.size, a.type
+  result.vmhwm_kb = vmhwm_kb()
+  io.stdout:write(mw.json.encode(result), "\n")
+  io.stdout:flush()
+end
+
+local function fail(err)
+  emit { ok = false, error = tostring(err) }
+  mw.exit(1)
+end
+
+local function pct(sorted, p)
+  if #sorted == 0 then return nil end
+  return sorted[math.min(#sorted, math.floor(p / 100 * #sorted) + 1)]
+end
+
+local function open(url)
+  local c = mw.connect(url, OPTS)
+  local ok, err = c:wait_open(120)
+  if not ok then fail("connect failed: " .. tostring(err)) end
+  return c
+end
+
+local function finish(c, fields)
+  c:on_close(function() end)
+  c:close()
+  emit(fields)
+  mw.exit(0)
+end
+
+local function rtt()
+  local msg, kind = string.rep("a", a.size), a.type
+  local total, warmup = a.warmup + a.n, a.warmup
+  local lat, i, t0, t_start = {}, 0, 0, 0
+  local c = open(a.url)
+  c:on_close(function(_, code, reason) fail("disconnected early: " .. code .. " " .. reason) end)
+  c:on_message(function(conn, m)
+    local t = now()
+    if #m ~= a.size then return fail("bad echo length") end
+    if i >= warmup then lat[i - warmup + 1] = (t - t0) * 1e6 end
+    i = i + 1
+    if i == warmup then t_start = now() end
+    if i >= total then
+      local elapsed = now() - t_start
+      table.sort(lat)
+      local sum = 0
+      for k = 1, #lat do sum = sum + lat[k] end
+      return finish(conn, {
+        ok = true, elapsed_s = elapsed, msgs_per_s = a.n / elapsed, p50_us = pct(lat, 50),
+        p99_us = pct(lat, 99), max_us = lat[#lat], mean_us = sum / #lat,
+      })
+    end
+    t0 = now()
+    conn:send(msg, kind)
+  end)
+  t_start, t0 = now(), now()
+  c:send(msg, kind)
+end
+
+local function pipelined()
+  local msg, kind, n, window = string.rep("a", a.size), a.type, a.n, a.window
+  local refill = math.max(1, window >> 2)
+  local sent, recv, t0 = 0, 0, 0
+  local c = open(a.url)
+  c:on_close(function(_, code, reason) fail("disconnected early: " .. code .. " " .. reason) end)
+  local function pump(conn)
+    while sent < n and sent - recv < window do
+      conn:send(msg, kind)
+      sent = sent + 1
+    end
+  end
+  c:on_message(function(conn, m)
+    if #m ~= a.size then return fail("bad echo length") end
+    recv = recv + 1
+    if recv >= n then
+      local elapsed = now() - t0
+      return finish(conn, {
+        ok = true, elapsed_s = elapsed, window = window, msgs_per_s = n / elapsed,
+        mib_per_s = n * a.size / elapsed / 1048576,
+      })
+    end
+    if window - (sent - recv) >= refill then pump(conn) end
+  end)
+  t0 = now()
+  pump(c)
+end
+
+local function fanout()
+  local C = a.conns
+  local cur, tick_start, got, late = -1, 0, 0, 0
+  local recv_at, ticks, conns = {}, {}, {}
+  local failures, next_index, connecting = 0, 1, 0
+
+  local function on_message(conn, m)
+    local t = now()
+    local idx = conns[conn]
+    if math.tointeger(tonumber(m:sub(1, 15))) == cur and recv_at[idx] == nil then
+      recv_at[idx] = (t - tick_start) * 1e3
+      got = got + 1
+    else
+      late = late + 1
+    end
+  end
+
+  -- At most `concurrency` handshakes in flight; a failed dial is tried 3 times.
+  local live = {}
+  local function worker()
+    while next_index <= C do
+      local idx = next_index
+      next_index = next_index + 1
+      for attempt = 1, 3 do
+        local c = mw.connect(a.url, OPTS)
+        local ok, err = c:wait_open(120)
+        if ok then
+          conns[c] = idx
+          live[#live + 1] = c
+          c:on_message(on_message)
+          break
+        end
+        c:close()
+        if attempt == 3 then
+          failures = failures + 1
+          io.stderr:write("connect failed: ", tostring(err), "\n")
+        end
+      end
+    end
+    connecting = connecting - 1
+  end
+
+  local t0 = now()
+  local workers = math.min(a.concurrency, C)
+  connecting = workers
+  for _ = 1, workers do mw.spawn(worker) end
+  while connecting > 0 do mw.sleep(0.005) end
+  local connect_s = now() - t0
+  local pad = a.size > 16 and string.rep("x", a.size - 16) or ""
+
+  local base = now()
+  for t = 0, a.duration - 1 do
+    local target = base + t
+    local wait = target - now()
+    if wait > 0 then mw.sleep(wait) end
+    cur, recv_at, got, tick_start = t, {}, 0, now()
+    local m = string.format("%015d:%s", t, pad)
+    for k = 1, #live do live[k]:send(m) end
+    local send_ms = (now() - tick_start) * 1e3
+    local deadline = target + 1
+    while got < #live and now() < deadline do mw.sleep(0.002) end
+    local sorted = {}
+    for _, v in pairs(recv_at) do sorted[#sorted + 1] = v end
+    table.sort(sorted)
+    local first = sorted[1] or 0
+    local off, within = {}, 0
+    for k = 1, #sorted do
+      off[k] = sorted[k] - first
+      if off[k] <= 200 then within = within + 1 end
+    end
+    ticks[#ticks + 1] = {
+      recv = #sorted, lat_p50_ms = pct(sorted, 50), lat_p99_ms = pct(sorted, 99),
+      lat_max_ms = sorted[#sorted], spread_p99_ms = pct(off, 99), spread_max_ms = off[#off],
+      within200 = within, send_ms = send_ms,
+    }
+    cur = -2 - cur
+  end
+
+  local expected, received, within, p50s, pass = #ticks * #live, 0, 0, {}, #live > 0
+  local function mx(key)
+    local m
+    for _, t in ipairs(ticks) do
+      local v = t[key] or math.huge
+      if m == nil or v > m then m = v end
+    end
+    return m
+  end
+  for _, t in ipairs(ticks) do
+    received, within = received + t.recv, within + t.within200
+    if t.lat_p50_ms then p50s[#p50s + 1] = t.lat_p50_ms end
+    if t.within200 < 0.99 * #live then pass = false end
+  end
+  table.sort(p50s)
+  emit {
+    ok = failures == 0 and received == expected, conns = C, connected = #live,
+    connect_failures = failures, duration = a.duration, connect_s = connect_s, ticks = #ticks,
+    expected = expected, received = received, late = late, lat_p50_ms_med = pct(p50s, 50),
+    lat_p99_ms_max = mx("lat_p99_ms"), lat_max_ms = mx("lat_max_ms"),
+    spread_p99_ms_max = mx("spread_p99_ms"), spread_max_ms = mx("spread_max_ms"),
+    send_ms_max = mx("send_ms"), within200_frac = expected > 0 and within / expected or 0,
+    pass_spread200_p99 = pass,
+  }
+  mw.exit(0)
+end
+
+local workloads = { rtt = rtt, pipelined = pipelined, fanout = fanout }
+local run = workloads[a.workload] or error("unknown workload '" .. tostring(a.workload) .. "'", 0)
+run()
