@@ -30,6 +30,12 @@ extension ScriptRuntime {
         ("log", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.log", as: ScriptRuntime.self) { rt, args in try rt.log(args) }
         }),
+        ("write_line", { L, ctx in
+            LuaBinding.enter(L, ctx, "print", as: ScriptRuntime.self) { _, args in
+                try args.withBytes(1) { ScriptRuntime.writeLineToStdout($0) }
+                return 0
+            }
+        }),
         ("uncaught", { L, ctx in
             LuaBinding.enter(L, ctx, "uncaught", as: ScriptRuntime.self) { rt, args in
                 if rt.uncaught(try args.string(1)) { return 0 }
@@ -71,6 +77,16 @@ extension ScriptRuntime {
         }
         finish(code)
         throw LuaError.exit
+    }
+
+    /// `line` and a newline as one block, flushed: lines from workers sharing
+    /// stdout stay whole.
+    static func writeLineToStdout(_ line: UnsafeRawBufferPointer) {
+        flockfile(stdout)
+        defer { funlockfile(stdout) }
+        fwrite(line.baseAddress, 1, line.count, stdout)
+        fputc(0x0A, stdout)
+        fflush(stdout)
     }
 
     func log(_ args: LuaArguments) throws -> Int32 {

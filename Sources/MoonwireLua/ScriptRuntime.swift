@@ -23,11 +23,20 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var logger: Logger
         /// Receives every uncaught Lua error: `file:line: message` and a traceback.
         public var reportError: (String) -> Void
+        /// `mw.worker` and `mw.workers`: which of the copies of a script running
+        /// side by side (`run --workers`) this is, counting from 1.
+        public var worker: Int
+        public var workers: Int
 
-        public init(keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr) {
+        public init(
+            keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
+            worker: Int = 1, workers: Int = 1
+        ) {
             self.keepGoing = keepGoing
             self.logger = logger
             self.reportError = reportError
+            self.worker = worker
+            self.workers = workers
         }
     }
 
@@ -225,6 +234,10 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
         lua.setField("version", table: -2)
+        lua.push(options.worker)
+        lua.setField("worker", table: -2)
+        lua.push(options.workers)
+        lua.setField("workers", table: -2)
         do {
             try lua.call(arguments: 1, results: 3)
         } catch {

@@ -16,13 +16,26 @@ struct Run: ParsableCommand {
             connection, a listening server, a pending timer or a waiting coroutine. \
             mw.exit(code) ends it at once. SIGINT and SIGTERM close everything and exit \
             130 and 143; a second SIGINT exits at once.
+
+            With --workers N, N copies of the script run side by side, each in its own \
+            Lua state on its own thread, sharing nothing; mw.worker (1 to N) and \
+            mw.workers tell them apart. A copy that ends (mw.exit, an error, nothing \
+            left alive) ends only itself. moonwire exits once every copy has ended, \
+            with the first non-zero exit code in worker order, else 0. A signal ends \
+            every copy still running; log lines and error reports name the worker.
             """
     )
+
+    /// More threads than this is a typo, not a machine.
+    static let maxWorkers = 256
 
     @OptionGroup var global: GlobalOptions
 
     @Flag(help: "Log an uncaught error in a callback and go on, instead of exiting with 1.")
     var keepGoing = false
+
+    @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
+    var workers = 1
 
     @Argument(help: "The Lua script to run.")
     var script: String
@@ -30,26 +43,47 @@ struct Run: ParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "Arguments for the script: mw.args, and arg as in the lua program.")
     var arguments: [String] = []
 
+    func validate() throws {
+        guard (1...Self.maxWorkers).contains(workers) else {
+            throw ValidationError("--workers must be 1 to \(Self.maxWorkers); give the number of copies to run, such as the number of cores")
+        }
+    }
+
     func run() throws {
         try ScriptFile.checkReadable(script)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let runtime = ScriptRuntime(
-            eventLoop: group.next(),
-            options: .init(keepGoing: keepGoing, logger: global.makeLogger(), reportError: global.reportError)
-        )
-        let signals = SignalTrap { runtime.shutdown(signal: $0) }
-        let code: Int32
-        do {
-            code = try runtime.run(script: script, arguments: arguments).wait()
-        } catch let error as ScriptRuntime.StartError {
-            global.reportError(error.description)
-            code = 1
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: workers)
+        let runtimes = group.makeIterator().enumerated().map { offset, loop in
+            let worker = offset + 1
+            // One worker is the plain case: its lines look as they always did.
+            let named = workers > 1 ? worker : nil
+            return ScriptRuntime(
+                eventLoop: loop,
+                options: .init(
+                    keepGoing: keepGoing, logger: global.makeLogger(worker: named),
+                    reportError: { [global] in global.reportError($0, worker: named) },
+                    worker: worker, workers: workers
+                )
+            )
         }
+        let signals = SignalTrap { signal in runtimes.forEach { $0.shutdown(signal: signal) } }
+        let finished = runtimes.map { $0.run(script: script, arguments: arguments) }
+        var codes: [Int32] = []
+        var startError: ScriptRuntime.StartError?
+        for future in finished {
+            do {
+                codes.append(try future.wait())
+            } catch let error as ScriptRuntime.StartError {
+                // Every worker compiles the same file: one report is enough.
+                startError = startError ?? error
+                codes.append(1)
+            }
+        }
+        if let startError { global.reportError(startError.description) }
         signals.cancel()
         fflush(stdout)
-        // The Lua state and the loop die with the process: tearing them down
+        // The Lua states and the loops die with the process: tearing them down
         // would only run finalizers nobody waits for.
-        Glibc.exit(code)
+        Glibc.exit(codes.first { $0 != 0 } ?? 0)
     }
 }
 

@@ -17,6 +17,13 @@ import Testing
         #expect(r.stdout == "got login\ngot say\nclosed 1000\n")
     }
 
+    @Test func loadWorkersExampleAgainstARealPeer() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run("run", "--workers", "2", "examples/load_workers.lua", peer.url, "3", "20")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.split(separator: "\n").sorted() == (1...2).map { "worker \($0) of 2: 3 connections, 60 round trips" })
+    }
+
     @Test func connectSendsPipedLinesQueuedBeforeOpen() throws {
         let peer = try EchoPeer()
         let r = try CommandRunner.run(["connect", "--linger", "0.2", peer.url], input: "one\ntwo\n")

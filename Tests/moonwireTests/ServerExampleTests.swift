@@ -38,6 +38,15 @@ import Testing
         #expect(counts[1].dropFirst(5) == counts[2].dropFirst(9), "every message sent arrived: \(summary)")
     }
 
+    @Test func loadWorkersEachWithItsOwnServer() throws {
+        let r = try CommandRunner.run("run", "--workers", "3", "examples/load_workers.lua")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.split(separator: "\n").sorted() == (1...3).map { "worker \($0) of 3: 4 connections, 400 round trips" })
+        for worker in 1...3 {
+            #expect(r.stderr.contains(" round trips/s worker=\(worker)\n"))
+        }
+    }
+
     @Test func chatServerAndBot() throws {
         let (server, _, err) = CommandRunner.process(["run", "examples/chat_server.lua", "ws://127.0.0.1:0/chat"])
         try server.run()

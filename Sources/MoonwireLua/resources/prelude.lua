@@ -478,8 +478,21 @@ mw.json = {
   end,
 }
 
+-- Lua's own print writes each argument, the tabs and the newline separately;
+-- workers (run --workers) share the process's stdout, so their lines could mix
+-- mid-line. This one renders the line the same way and writes it in one piece.
+local tostring, select, concat, write_line = tostring, select, table.concat, host.write_line
+function print(...)
+  local n = select("#", ...)
+  local parts = { ... }
+  for i = 1, n do parts[i] = tostring(parts[i]) end
+  write_line(concat(parts, "\t", 1, n))
+end
+
 package.loaded.moonwire = mw
 mw._VERSION = host.version
+mw.worker = host.worker
+mw.workers = host.workers
 _G.mw = mw
 
 -- Runs a script's main chunk as a coroutine, so that it can wait (mw.sleep,
