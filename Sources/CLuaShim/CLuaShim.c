@@ -1,5 +1,7 @@
 #include "CLuaShim.h"
 
+#include <malloc.h>
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,3 +102,8 @@ void mw_watchdog_install(lua_State *L, int *flag) {
 void mw_watchdog_trigger(int *flag) { atomic_store((_Atomic int *)flag, 1); }
 
 void mw_watchdog_reset(int *flag) { atomic_store((_Atomic int *)flag, 0); }
+
+void mw_tune_allocator(int mmap_threshold, int trim_threshold) {
+    mallopt(M_MMAP_THRESHOLD, mmap_threshold);
+    mallopt(M_TRIM_THRESHOLD, trim_threshold);
+}

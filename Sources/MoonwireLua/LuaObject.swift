@@ -45,7 +45,11 @@ extension LuaState {
         guard let slot = luaL_testudata(L, index, name),
             let pointer = slot.load(as: UnsafeMutableRawPointer?.self)
         else { return nil }
-        return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as? T
+        // One Swift class per metatable name (push(object:class:) is the only way in),
+        // so the name check stands for the type check; a dynamic cast would cost a
+        // conformance lookup on every method call.
+        assert(Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() is T)
+        return Unmanaged<T>.fromOpaque(pointer).takeUnretainedValue()
     }
 }
 

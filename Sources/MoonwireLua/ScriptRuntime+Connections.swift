@@ -7,11 +7,19 @@ import NIOCore
 /// adds the Lua ones (on_*, receive, wait_open, request, the codec).
 extension ScriptRuntime {
     /// The prelude's connection event dispatchers.
-    enum ConnectionEvent: String, CaseIterable {
-        case open, message, close, error, reconnect
-        case heartbeatMessage = "heartbeat_message"
-        case heartbeatReply = "heartbeat_reply"
-        case frame
+    /// Numbered so that a dispatcher is found by position: a dictionary keyed by
+    /// the name would hash it for every message.
+    enum ConnectionEvent: Int, CaseIterable {
+        case open, message, close, error, reconnect, heartbeatMessage, heartbeatReply, frame
+
+        /// The dispatcher's name in the prelude's `events` table.
+        var name: String {
+            switch self {
+            case .heartbeatMessage: "heartbeat_message"
+            case .heartbeatReply: "heartbeat_reply"
+            default: "\(self)"
+            }
+        }
     }
 
     static let connectionMethods: [(String, mw_swift_fn)] = [
@@ -146,7 +154,7 @@ extension ScriptRuntime {
 
     /// Calls the prelude's dispatcher for `event` with the connection and what `push` pushes.
     func dispatch(_ event: ConnectionEvent, for c: LuaConnection, push: (LuaState) -> Int32) {
-        guard let dispatcher = connectionEvents[event], let handle = c.handle, !finished else { return }
+        guard let dispatcher = connectionEvents[event.rawValue], let handle = c.handle, !finished else { return }
         lua.push(dispatcher)
         lua.push(handle)
         let n = push(lua)
@@ -160,7 +168,7 @@ extension ScriptRuntime {
 
     /// The first `results` values the dispatcher returned (nil on error).
     func dispatchReturning(_ event: ConnectionEvent, for c: LuaConnection, results: Int32, push: (LuaState) -> Int32) -> [LuaValue]? {
-        guard let dispatcher = connectionEvents[event], let handle = c.handle, !finished else { return nil }
+        guard let dispatcher = connectionEvents[event.rawValue], let handle = c.handle, !finished else { return nil }
         lua.push(dispatcher)
         lua.push(handle)
         let n = push(lua)

@@ -6,8 +6,11 @@ import NIOCore
 /// `mw.listen`, the server and peer methods implemented in Swift; the prelude
 /// adds the handlers (on_connect, on_message, on_close) and the codec.
 extension ScriptRuntime {
-    enum ServerEvent: String, CaseIterable {
+    /// Numbered like `ConnectionEvent`; the name is the prelude's.
+    enum ServerEvent: Int, CaseIterable {
         case connect, message, close
+
+        var name: String { "\(self)" }
     }
 
     static let serverMethods: [(String, mw_swift_fn)] = [
@@ -221,7 +224,7 @@ extension ScriptRuntime {
     }
 
     func dispatch(_ event: ServerEvent, for s: LuaServer, push: (LuaState) -> Int32) {
-        guard let dispatcher = serverEvents[event], let handle = s.handle, !finished else { return }
+        guard let dispatcher = serverEvents[event.rawValue], let handle = s.handle, !finished else { return }
         lua.push(dispatcher)
         lua.push(handle)
         let n = push(lua)
@@ -232,18 +235,24 @@ extension ScriptRuntime {
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
     func message(at index: Int32, kindAt kindIndex: Int32) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
-        let kindName = isNoneOrNil(kindIndex) ? nil : try string(kindIndex)
+        // Compared as bytes: no Swift String per message.
+        let requested: WebSocketMessageKind? = isNoneOrNil(kindIndex) ? nil : try withBytes(kindIndex) { name throws(LuaArgumentError) in
+            if name.elementsEqual("binary".utf8) { return .binary }
+            if name.elementsEqual("text".utf8) { return .text }
+            throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(String(decoding: name, as: UTF8.self))\"")
+        }
         return try withBytes(index) { bytes throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) in
-            var validator = UTF8Validator()
-            let isText = validator.feed(bytes) && validator.isComplete
+            func isText() -> Bool {
+                var validator = UTF8Validator()
+                return validator.feed(bytes) && validator.isComplete
+            }
             let kind: WebSocketMessageKind
-            switch kindName {
-            case nil: kind = isText ? .text : .binary
-            case "text"?:
-                guard isText else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
+            switch requested {
+            case nil: kind = isText() ? .text : .binary
+            case .text?:
+                guard isText() else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
                 kind = .text
-            case "binary"?: kind = .binary
-            case let other?: throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(other)\"")
+            case .binary?: kind = .binary
             }
             return (ByteBuffer(bytes: bytes), kind)
         }

@@ -67,11 +67,11 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// Connections that are alive, by identity.
     var connections: [ObjectIdentifier: LuaConnection] = [:]
     /// The prelude's dispatchers of connection events.
-    var connectionEvents: [ConnectionEvent: LuaReference] = [:]
+    var connectionEvents: [LuaReference?] = []
     /// Servers that listen, by identity.
     var servers: [ObjectIdentifier: LuaServer] = [:]
     /// The prelude's dispatchers of server events.
-    var serverEvents: [ServerEvent: LuaReference] = [:]
+    var serverEvents: [LuaReference?] = []
 
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
@@ -244,15 +244,15 @@ public final class ScriptRuntime: @unchecked Sendable {
             fatalError("moonwire: the built-in prelude failed: \(error)")
         }
         lua.getField("events", table: -1)
-        for event in ConnectionEvent.allCases {
-            lua.getField(event.rawValue, table: -1)
-            connectionEvents[event] = lua.reference()
+        connectionEvents = ConnectionEvent.allCases.map { event in
+            lua.getField(event.name, table: -1)
+            return lua.reference()
         }
         lua.pop()
         lua.getField("server_events", table: -1)
-        for event in ServerEvent.allCases {
-            lua.getField(event.rawValue, table: -1)
-            serverEvents[event] = lua.reference()
+        serverEvents = ServerEvent.allCases.map { event in
+            lua.getField(event.name, table: -1)
+            return lua.reference()
         }
         lua.pop()
         preludeInternals = lua.reference()

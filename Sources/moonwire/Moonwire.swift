@@ -1,4 +1,5 @@
 import ArgumentParser
+import CLuaShim
 import Foundation
 import MoonwireLua
 
@@ -18,6 +19,7 @@ struct Moonwire: ParsableCommand {
     /// Parses and runs; usage errors print one line naming the problem and the fix,
     /// and exit 2 (argument-parser's own default would be 64).
     static func main() {
+        MemoryTuning.apply()
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -34,5 +36,16 @@ struct Moonwire: ParsableCommand {
             ScriptRuntime.writeToStderr("moonwire: \(message) (see 'moonwire --help')")
             Glibc.exit(2)
         }
+    }
+}
+
+/// glibc's allocator defaults cost a page fault per large message: a frame buffer
+/// just above 128 KiB is mmap'ed and unmapped for every message, and freed memory
+/// at the top of a heap is given back and faulted in again. Buffers up to 1 MiB
+/// come from the heap instead, and up to 16 MiB of free memory stays for reuse
+/// (64 KiB messages: 560 -> 870 MiB/s through the CLI).
+enum MemoryTuning {
+    static func apply() {
+        mw_tune_allocator(1 << 20, 16 << 20)
     }
 }

@@ -73,4 +73,9 @@ static inline int mw_loadbuffer(lua_State *L, const char *buf, size_t size, cons
 }
 static inline void mw_getmetatable_named(lua_State *L, const char *name) { luaL_getmetatable(L, name); }
 
+/* Process-wide allocator settings for message-sized buffers (see MemoryTuning in
+ * the CLI): heap instead of mmap up to mmap_threshold, keep up to trim_threshold
+ * of free memory. */
+void mw_tune_allocator(int mmap_threshold, int trim_threshold);
+
 #endif

@@ -113,9 +113,11 @@ public final class WebSocketConnection {
             // One read per readiness event: a second read would almost always hit EAGAIN
             // for request/response traffic, a wasted system call per message.
             .channelOption(.maxMessagesPerRead, value: 1)
-            // Start big enough for a typical large frame to arrive in one read (and be
-            // delivered without a copy); the allocator shrinks it for small-message traffic.
-            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16384, maximum: 1 << 20))
+            // Start small: the channel keeps its read buffer for the next read, so an idle
+            // connection holds this much (16 KiB here cost 16 KiB per connection). A full
+            // read makes the allocator jump up (1 KiB -> 16 KiB -> 256 KiB), so bulk
+            // traffic gets big reads after two or three.
+            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 256, initial: 1024, maximum: 1 << 20))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try bound.value.configure(channel, generation: generation)

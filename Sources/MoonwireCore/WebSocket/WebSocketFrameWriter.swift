@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import NIOCore
+import NIOPosix
 
 /// Encodes client-to-server frames (RFC 6455 §5.2): header, mask key and masked payload in
 /// one contiguous buffer, so a message costs one allocation, one copy and one write.
@@ -95,6 +96,13 @@ struct WebSocketFrameWriter {
         // The key's bytes in memory order, twice, viewed as a native word.
         let wide = UInt64(key) | UInt64(key) << 32
         var i = 0
+        // 32 bytes per step in vector registers.
+        let wideVector = SIMD4<UInt64>(repeating: wide)
+        while i + 32 <= count {
+            let block = s.loadUnaligned(fromByteOffset: i, as: SIMD4<UInt64>.self)
+            d.storeBytes(of: block ^ wideVector, toByteOffset: i, as: SIMD4<UInt64>.self)
+            i += 32
+        }
         while i + 8 <= count {
             let word = s.loadUnaligned(fromByteOffset: i, as: UInt64.self)
             d.storeBytes(of: word ^ wide, toByteOffset: i, as: UInt64.self)
@@ -110,13 +118,28 @@ struct WebSocketFrameWriter {
 }
 
 /// Masking keys from the system's entropy source (RFC 6455 §5.3 asks for unpredictable
-/// keys), read in batches so a key does not cost a system call.
+/// keys), read in batches so a key does not cost a system call. One pool per event-loop
+/// thread, shared by the connections on it: a pool per connection would cost 4 KiB each.
 struct WebSocketMaskKeys {
-    private var pool: [UInt32] = []
-    private var next_ = 0
-    private static let batch = 1024
-
     mutating func next() -> UInt32 {
+        MaskKeyPool.current.next()
+    }
+}
+
+final class MaskKeyPool {
+    private static let perThread = ThreadSpecificVariable<MaskKeyPool>()
+    private static let batch = 1024
+    private var pool = [UInt32](repeating: 0, count: MaskKeyPool.batch)
+    private var next_ = MaskKeyPool.batch
+
+    static var current: MaskKeyPool {
+        if let pool = perThread.currentValue { return pool }
+        let pool = MaskKeyPool()
+        perThread.currentValue = pool
+        return pool
+    }
+
+    func next() -> UInt32 {
         if self.next_ == self.pool.count {
             self.refill()
         }
@@ -124,10 +147,7 @@ struct WebSocketMaskKeys {
         return self.pool[self.next_]
     }
 
-    private mutating func refill() {
-        if self.pool.isEmpty {
-            self.pool = [UInt32](repeating: 0, count: Self.batch)
-        }
+    private func refill() {
         let filled = self.pool.withUnsafeMutableBytes { bytes -> Bool in
             let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { return false }

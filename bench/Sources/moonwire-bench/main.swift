@@ -1,6 +1,8 @@
-// Micro-benchmarks of the Lua bridge: the cost of one Lua -> Swift call and of
-// one Swift -> Lua callback, in nanoseconds. Run in release:
-//   swift run -c release moonwire-bench [iterations]
+// Micro-benchmarks of the Lua bridge: the cost of one Lua -> Swift call, of
+// one Swift -> Lua callback, and of delivering one message to a Lua on_message
+// callback (dispatch), in nanoseconds. Run in release:
+//   swift run -c release moonwire-bench [--json] [iterations]
+// --json prints one JSON line instead of the text report.
 import CLuaShim
 import Foundation
 import MoonwireLua
@@ -19,7 +21,9 @@ final class Counter {
     var calls = 0
 }
 
-let iterations = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 5_000_000
+let options = CommandLine.arguments.dropFirst()
+let json = options.contains("--json")
+let iterations = options.first { $0 != "--json" }.flatMap(Int.init) ?? 5_000_000
 let vm = LuaVM()
 let lua = vm.state
 let counter = Counter()
@@ -58,10 +62,25 @@ for _ in 0..<iterations {
 }
 let callbackTime = seconds() - start
 
-func ns(_ t: Double) -> String { String(format: "%.1f", t / Double(iterations) * 1e9) }
-print("iterations: \(iterations)")
-print("lua -> swift call:      \(ns(swiftCall)) ns/call (a Lua -> Lua call in the same loop: \(ns(luaCall)) ns)")
-print("lua -> swift overhead:  \(ns(swiftCall - luaCall)) ns/call")
-print("swift -> lua callback:  \(ns(callbackTime)) ns/call")
+// Dispatch: a message handed to a connection reaches the script's on_message.
+let dispatchIterations = max(1, iterations / 5)
+let dispatch = try! DispatchBenchmark.run(iterations: dispatchIterations)
+precondition(dispatch.delivered == dispatchIterations, "the callback saw \(dispatch.delivered) messages")
+
+func perCall(_ t: Double) -> Double { t / Double(iterations) * 1e9 }
+func ns(_ value: Double) -> String { String(format: "%.1f", value) }
+if json {
+    print(
+        "{\"iterations\":\(iterations),\"lua_to_swift_ns\":\(ns(perCall(swiftCall))),"
+            + "\"lua_to_lua_ns\":\(ns(perCall(luaCall))),\"bridge_overhead_ns\":\(ns(perCall(swiftCall - luaCall))),"
+            + "\"swift_to_lua_ns\":\(ns(perCall(callbackTime))),\"dispatch_ns\":\(ns(dispatch.nanosecondsPerMessage))}"
+    )
+} else {
+    print("iterations: \(iterations)")
+    print("lua -> swift call:      \(ns(perCall(swiftCall))) ns/call (a Lua -> Lua call in the same loop: \(ns(perCall(luaCall))) ns)")
+    print("lua -> swift overhead:  \(ns(perCall(swiftCall - luaCall))) ns/call")
+    print("swift -> lua callback:  \(ns(perCall(callbackTime))) ns/call")
+    print("message dispatch:       \(ns(dispatch.nanosecondsPerMessage)) ns/message (\(dispatchIterations) messages, 32 B, into on_message)")
+}
 withExtendedLifetime(vm) {}
 withExtendedLifetime(counter) {}
