@@ -62,7 +62,10 @@ let package = Package(
         ),
         .testTarget(
             name: "MoonwireCoreTests",
-            dependencies: ["MoonwireCore", .product(name: "NIOEmbedded", package: "swift-nio")],
+            dependencies: [
+                "MoonwireCore", .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             exclude: ["Peers"]
         ),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),

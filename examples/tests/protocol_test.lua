@@ -29,6 +29,21 @@ describe("chat protocol", function()
     assert.are.same({ op = "welcome", user = "ann" }, reply)
   end)
 
+  it("keeps handlers and inboxes per connection", function()
+    local a = mw.connect(url, { codec = json })
+    local b = mw.connect(url, { codec = json })
+    local seen_by_a = {}
+    a:on_message(function(_, msg) seen_by_a[#seen_by_a + 1] = msg.n end)
+    assert(b:wait_open(2))
+    b:send({ op = "echo", n = 2 })
+    assert.are.equal(2, assert(b:receive(2)).n)  -- b has no handler: its inbox
+    assert(b:request({ op = "echo", n = 3 }, function(m) return m.n == 3 end, 2))
+    a:send({ op = "echo", n = 1 })
+    -- Echoes come back in order: once 4 is here, 1 went to a's handler.
+    assert(a:request({ op = "echo", n = 4 }, function(m) return m.n == 4 end, 2))
+    assert.are.same({ 1 }, seen_by_a)
+  end)
+
   it("echoes in order", function()
     local c = mw.connect(url, { codec = json })
     for i = 1, 5 do c:send({ op = "echo", n = i }) end

@@ -86,6 +86,20 @@ local function without_codec(opts, fname)
   return copy, codec
 end
 
+-- Handler lists, waiters and inboxes start as this one shared empty table and
+-- get their own on the first append: most connections never use most of them,
+-- and seven empty tables would cost half a kilobyte per connection. Never
+-- write into NONE; go through append.
+local NONE = {}
+local function append(st, key, value)
+  local list = st[key]
+  if list == NONE then
+    list = {}
+    st[key] = list
+  end
+  list[#list + 1] = value
+end
+
 -- Adds on_<event>(fn) methods that append fn to the object's handler list.
 local function define_handlers(target, prefix, events, lookup)
   for _, event in ipairs(events) do
@@ -93,8 +107,7 @@ local function define_handlers(target, prefix, events, lookup)
     target[key] = function(self, fn)
       local st = lookup(self, fname)
       if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
-      local list = st[key]
-      list[#list + 1] = fn
+      append(st, key, fn)
       return self
     end
   end
@@ -160,8 +173,8 @@ function mw.connect(url, opts)
     opts = copy
   end
   local c = host.connect(url, opts)
-  conns[c] = { codec = codec, on_open = {}, on_message = {}, on_close = {}, on_error = {}, on_reconnect = {},
-               waiters = {}, inbox = {}, final = false, hb_message = hb_message, hb_reply = hb_reply,
+  conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
+               on_reconnect = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
                framer = framer }
   return c
 end
@@ -196,7 +209,7 @@ local function wait(st, fname, kind, timeout, match)
     error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), 3)
   end
   local waiter = { co = running_coroutine(fname), kind = kind, match = match }
-  st.waiters[#st.waiters + 1] = waiter
+  append(st, "waiters", waiter)
   if timeout then
     waiter.timer = host.after(timeout, function()
       for i, w in ipairs(st.waiters) do
@@ -296,7 +309,7 @@ function events.message(c, message, kind)
   else
     local inbox = st.inbox
     if #inbox >= INBOX_LIMIT then table.remove(inbox, 1) end
-    inbox[#inbox + 1] = { message, kind }
+    append(st, "inbox", { message, kind })
   end
 end
 
