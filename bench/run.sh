@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moonwire's benchmarks against its peers, one command:
-#   bench/run.sh                      everything (about 15 minutes)
-#   QUICK=1 bench/run.sh              smoke run, 1-2 minutes: small N, 200 connections
+#   bench/run.sh                      everything (about 6 minutes, plus the build)
+#   QUICK=1 bench/run.sh              smoke run, under a minute: small N, 200 connections
 #   WORKLOADS=rtt,pipelined PEERS=picows,moonwire bench/run.sh
 #   MOONWIRE_BIN=.build/release/moonwire bench/run.sh     skip the build, use this binary
 # Installs the peers (apt: node-ws, python3-venv, time; a venv with websockets,
@@ -45,5 +45,5 @@ fi
 
 # 10 000 fanout connections need as many descriptors in the client and in the server.
 ulimit -n "$(ulimit -Hn)"
-export BENCH_VENV="$venv"
+export BENCH_VENV="$venv" PYTHONDONTWRITEBYTECODE=1
 exec timeout --kill-after=30 "${BENCH_TIMEOUT:-2400}" python3 bench/lib/driver.py

@@ -356,7 +356,13 @@ def section_dispatch():
     rc, out, err, timed_out, wall = CHILDREN.run(argv, 300)
     res = last_json(out)
     if timed_out or res is None or "dispatch_ns" not in res:
-        why = "timed out after 300 s" if timed_out else "no JSON line with dispatch_ns (moonwire-bench without --json?)"
+        if timed_out:
+            why = "timed out after 300 s"
+        elif rc != 0:
+            first = next((line for line in err.splitlines() if line.strip()), "")
+            why = f"moonwire-bench --json exited with {rc}: {first[:200]}"
+        else:
+            why = "no JSON line with dispatch_ns (moonwire-bench without --json?)"
         log(f"  dispatch not measured: {why}")
         return [{"ok": False, "measured": False, "cmd": shlex.join(argv), "rc": rc, "error": why,
                  "stdout_tail": out[-600:], "stderr_tail": err[-300:]}]
