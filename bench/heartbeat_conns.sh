@@ -15,7 +15,7 @@ io.stdout:write("READY ", s:url(), "\n") io.stdout:flush()
 LUA
 "$bin" run "${srv_out}.lua" > "$srv_out" &
 server=$!
-trap 'kill -9 $server ${client:-} 2>/dev/null; rm -f "$srv_out" "${srv_out}.lua"' EXIT
+trap 'kill -9 $server ${client:-} 2>/dev/null || true; rm -f "$srv_out" "${srv_out}.lua"' EXIT
 for _ in $(seq 100); do grep -q READY "$srv_out" && break; sleep 0.05; done
 url=$(awk '/READY/{print $2}' "$srv_out")
 cli_out=$(mktemp)

@@ -12,7 +12,7 @@ bin="${MOONWIRE_BIN:-$(swift build -c release --product moonwire >/dev/null && s
 out=$(mktemp)
 "$bin" run bench/spread_server.lua ws://127.0.0.1:0/ "$clients" "$rounds" > "$out" &
 server=$!
-trap 'kill -9 $server 2>/dev/null; rm -f "$out"' EXIT
+trap 'kill -9 $server 2>/dev/null || true; rm -f "$out"' EXIT
 for _ in $(seq 100); do grep -q READY "$out" && break; sleep 0.05; done
 url=$(awk '/READY/{print $2}' "$out")
 "$bin" run bench/spread_clients.lua "$url" "$clients" "$rounds"

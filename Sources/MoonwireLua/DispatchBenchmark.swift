@@ -27,7 +27,6 @@ public enum DispatchBenchmark {
 
     public static func run(iterations: Int, size: Int = 32) throws -> Result {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
         let runtime = ScriptRuntime(eventLoop: loop, options: .init(logger: Logger(label: "bench")))
         _ = runtime.run(source: script, chunkName: "=dispatch")
@@ -46,6 +45,9 @@ public enum DispatchBenchmark {
             return runtime.lua.integer(at: -1) ?? 0
         }.wait()
         try loop.submit { runtime.shutdown(signal: 15) }.wait()
+        // The connection refers back to the runtime (unowned): keep it until the
+        // loop, and the closes the shutdown started, have stopped.
+        withExtendedLifetime(runtime) { try? group.syncShutdownGracefully() }
         return Result(nanosecondsPerMessage: elapsed / Double(iterations), delivered: delivered)
     }
 

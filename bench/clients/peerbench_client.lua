@@ -46,7 +46,11 @@ local function emit(result)
   io.stdout:flush()
 end
 
+local finished = false
+
 local function fail(err)
+  if finished then return end
+  finished = true
   emit { ok = false, error = tostring(err) }
   mw.exit(1)
 end
@@ -64,7 +68,7 @@ local function open(url)
 end
 
 local function finish(c, fields)
-  c:on_close(function() end)
+  finished = true  -- the close below is ours: its on_close is no failure
   c:close()
   emit(fields)
   mw.exit(0)

@@ -63,6 +63,8 @@ public final class MessageServer {
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         ServerBootstrap(group: eventLoop, childGroup: eventLoop)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
+            .childChannelOption(.recvAllocator, value: ChannelTuning.readAllocator)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try bound.value.configure(channel)

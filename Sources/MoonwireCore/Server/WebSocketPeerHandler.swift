@@ -93,13 +93,13 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     private func assemble(_ frame: WebSocketFrame) throws(WebSocketProtocolViolation) -> WebSocketMessageAssembler.Action {
-        guard frame.maskKey != nil else { throw .protocolError("unmasked frame from client") }
+        guard let maskKey = frame.maskKey else { throw .protocolError("unmasked frame from client") }
         let opcode = UInt8(webSocketOpcode: frame.opcode)
         switch opcode {
         case 0x0, 0x1, 0x2, 0x8, 0x9, 0xA: break
         default: throw .protocolError("unknown opcode \(opcode)")
         }
-        let payload = frame.unmaskedData
+        let payload = Self.unmask(frame.data, key: maskKey)
         let header = WebSocketFrameHeader(
             fin: frame.fin,
             rsv1: frame.rsv1,
@@ -110,6 +110,22 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         )
         _ = try self.assembler.handle(.header(header))
         return try self.assembler.handle(.payload(payload, frameComplete: true))
+    }
+
+    /// The payload unmasked into a new buffer in one pass, a word at a time (NIO's
+    /// `unmaskedData` goes a byte at a time: three quarters of a server's time at 64 KiB).
+    static func unmask(_ masked: ByteBuffer, key: WebSocketMaskingKey) -> ByteBuffer {
+        var word: UInt32 = 0
+        withUnsafeMutableBytes(of: &word) { bytes in
+            for i in 0..<4 { bytes[i] = key[key.index(key.startIndex, offsetBy: i)] }
+        }
+        let count = masked.readableBytes
+        var payload = ByteBufferAllocator().buffer(capacity: count)
+        payload.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { dst in
+            masked.withUnsafeReadableBytes { src in WebSocketFrameWriter.mask(src, into: dst, key: word) }
+            return count
+        }
+        return payload
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -83,6 +83,8 @@ public final class TCPConnection {
         let bootstrap = ClientBootstrap(group: self.eventLoop)
             .connectTimeout(timeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
+            .channelOption(.recvAllocator, value: ChannelTuning.readAllocator)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try bound.value.configure(channel, generation: generation)

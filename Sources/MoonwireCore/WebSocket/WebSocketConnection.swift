@@ -110,14 +110,8 @@ public final class WebSocketConnection {
         let bootstrap = ClientBootstrap(group: self.eventLoop)
             .connectTimeout(timeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            // One read per readiness event: a second read would almost always hit EAGAIN
-            // for request/response traffic, a wasted system call per message.
-            .channelOption(.maxMessagesPerRead, value: 1)
-            // Start small: the channel keeps its read buffer for the next read, so an idle
-            // connection holds this much (16 KiB here cost 16 KiB per connection). A full
-            // read makes the allocator jump up (1 KiB -> 16 KiB -> 256 KiB), so bulk
-            // traffic gets big reads after two or three.
-            .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 256, initial: 1024, maximum: 1 << 20))
+            .channelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
+            .channelOption(.recvAllocator, value: ChannelTuning.readAllocator)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try bound.value.configure(channel, generation: generation)
