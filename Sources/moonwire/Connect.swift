@@ -71,8 +71,7 @@ struct Connect: ParsableCommand {
         let code = try loop.flatSubmit {
             session.start(target, options: options, on: loop)
         }.wait()
-        fflush(stdout)
-        Foundation.exit(code)
+        ProcessEnd.exit(code, parking: [loop])
     }
 }
 

@@ -80,10 +80,7 @@ struct Run: ParsableCommand {
         }
         if let startError { global.reportError(startError.description) }
         signals.cancel()
-        fflush(stdout)
-        // The Lua states and the loops die with the process: tearing them down
-        // would only run finalizers nobody waits for.
-        Glibc.exit(codes.first { $0 != 0 } ?? 0)
+        ProcessEnd.exit(codes.first { $0 != 0 } ?? 0, parking: runtimes.map(\.eventLoop))
     }
 }
 
