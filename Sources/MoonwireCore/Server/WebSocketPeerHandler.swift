@@ -34,9 +34,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     let outlet: RawOutlet
     private var context: ChannelHandlerContext?
     private var discarding = false
-    private var reading = false
-    private var flushPending = false
-    private var flushScheduled = false
+    private var flushes = FlushBatching()
     private var closeTimer: Scheduled<Void>?
 
     init(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet, owner: WebSocketPeerOwner) {
@@ -67,7 +65,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !self.discarding else { return }
         let frame = self.unwrapInboundIn(data)
-        self.reading = true
+        self.flushes.readStarted()
         let action: WebSocketMessageAssembler.Action
         do {
             action = try self.assemble(frame)
@@ -129,9 +127,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.reading = false
-        if self.flushPending {
-            self.flushPending = false
+        if self.flushes.readEnded() {
             self.outlet.flush()
         }
         context.fireChannelReadComplete()
@@ -222,25 +218,15 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         self.discarding = true
         info.reason = reason
         self.report(info)
-        guard reset, let socket = context.channel as? SocketOptionProvider else {
-            context.close(promise: nil)
-            return
-        }
-        socket.setSoLinger(NIOLinger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
-            self.context?.close(promise: nil)
-        }
+        context.close(reset: reset)
     }
 
     private func write(_ frame: ByteBuffer) {
         guard let context = self.context else { return }
         self.outlet.write(frame, promise: nil)
-        if self.reading {
-            self.flushPending = true
-        } else if !self.flushScheduled {
-            // Coalesce the sends of one loop tick into a single flush (one syscall).
-            self.flushScheduled = true
+        if self.flushes.wrote() {
             context.eventLoop.assumeIsolated().execute {
-                self.flushScheduled = false
+                self.flushes.scheduledFlushRuns()
                 self.outlet.flush()
             }
         }

@@ -47,9 +47,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var context: ChannelHandlerContext?
     private var ending: Ending?
     private var reported = false
-    private var reading = false
-    private var flushPending = false
-    private var flushScheduled = false
+    private var flushes = FlushBatching()
     private var closeTimer: Scheduled<Void>?
 
     init(framing: TCPFraming, closeTimeout: TimeAmount, owner: FramedChannelOwner) {
@@ -86,7 +84,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .framing = self.ending { return }
         if case .aborted = self.ending { return }
-        self.reading = true
+        self.flushes.readStarted()
         self.reader.append(self.unwrapInboundIn(data))
         do {
             while let message = try self.reader.next() {
@@ -102,9 +100,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.reading = false
-        if self.flushPending {
-            self.flushPending = false
+        if self.flushes.readEnded() {
             context.flush()
         }
         context.fireChannelReadComplete()
@@ -176,25 +172,15 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     func abort(reset: Bool, reason: String = "") {
         guard let context = self.context, !self.reported else { return }
         self.ending = .aborted(reason: reason)
-        guard reset, let socket = context.channel as? SocketOptionProvider else {
-            context.close(promise: nil)
-            return
-        }
-        socket.setSoLinger(NIOLinger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
-            self.context?.close(promise: nil)
-        }
+        context.close(reset: reset)
     }
 
     private func write(_ bytes: ByteBuffer) {
         guard let context = self.context else { return }
         context.write(self.wrapOutboundOut(bytes), promise: nil)
-        if self.reading {
-            self.flushPending = true
-        } else if !self.flushScheduled {
-            // Coalesce the sends of one loop tick into a single flush (one syscall).
-            self.flushScheduled = true
+        if self.flushes.wrote() {
             context.eventLoop.assumeIsolated().execute {
-                self.flushScheduled = false
+                self.flushes.scheduledFlushRuns()
                 self.context?.flush()
             }
         }

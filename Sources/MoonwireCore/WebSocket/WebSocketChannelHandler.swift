@@ -19,9 +19,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
     /// Set once the outcome is decided (failure, close handshake): later input is ignored.
     private var discarding = false
     /// Inside channelRead: writes are flushed once, in channelReadComplete.
-    private var reading = false
-    private var flushPending = false
-    private var flushScheduled = false
+    private var flushes = FlushBatching()
     private var closeTimer: Scheduled<Void>?
     /// The kind and compression of an outbound message being sent in fragments.
     private var outboundMessage: (kind: WebSocketMessageKind, compressed: Bool)?
@@ -48,7 +46,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = self.unwrapInboundIn(data)
-        self.reading = true
+        self.flushes.readStarted()
         while !self.discarding {
             let action: WebSocketMessageAssembler.Action
             do {
@@ -76,9 +74,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        self.reading = false
-        if self.flushPending {
-            self.flushPending = false
+        if self.flushes.readEnded() {
             context.flush()
         }
         context.fireChannelReadComplete()
@@ -202,13 +198,9 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
     private func write(_ frame: ByteBuffer) {
         guard let context = self.context else { return }
         context.write(self.wrapOutboundOut(frame), promise: nil)
-        if self.reading {
-            self.flushPending = true
-        } else if !self.flushScheduled {
-            // Coalesce the sends of one loop tick into a single flush (one syscall).
-            self.flushScheduled = true
+        if self.flushes.wrote() {
             context.eventLoop.assumeIsolated().execute {
-                self.flushScheduled = false
+                self.flushes.scheduledFlushRuns()
                 self.context?.flush()
             }
         }

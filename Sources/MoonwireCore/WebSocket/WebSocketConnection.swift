@@ -272,11 +272,7 @@ public final class WebSocketConnection {
         }
         switch self.state {
         case .connecting:
-            self.generation += 1
-            self.state = .closed
-            self.connectTimer?.cancel()
-            self.channel?.close(promise: nil)
-            self.channel = nil
+            self.abandonDial()
         case .open:
             self.state = .closing
             self.handler?.close(code: code, reason: reason)
@@ -285,17 +281,22 @@ public final class WebSocketConnection {
         }
     }
 
+    /// Gives up a dial under way: its late events are ignored (the generation moved on).
+    private func abandonDial() {
+        self.generation += 1
+        self.state = .closed
+        self.connectTimer?.cancel()
+        self.channel?.close(promise: nil)
+        self.channel = nil
+    }
+
     /// Drops the transport without a close handshake (a dead peer). An open connection
     /// reports `didClose` with 1006, initiated by the network.
     public func abort() {
         self.eventLoop.assertInEventLoop()
         switch self.state {
         case .connecting:
-            self.generation += 1
-            self.state = .closed
-            self.connectTimer?.cancel()
-            self.channel?.close(promise: nil)
-            self.channel = nil
+            self.abandonDial()
         case .open, .closing:
             self.handler?.abort()
         case .idle, .closed:

@@ -43,31 +43,9 @@ public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
         rest = rest[authorityEnd...]
         if authority.contains("@") { throw fail("user info is not supported; send credentials in a header") }
 
-        var hostPart: Substring
-        var portPart: Substring?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw fail("unterminated IPv6 literal") }
-            hostPart = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw fail("junk after IPv6 literal") }
-                portPart = after.dropFirst()
-            }
-        } else if let colon = authority.lastIndex(of: ":") {
-            hostPart = authority[..<colon]
-            portPart = authority[authority.index(after: colon)...]
-        } else {
-            hostPart = authority
-        }
-        guard !hostPart.isEmpty else { throw fail("missing host") }
-        if !authority.hasPrefix("[") && hostPart.contains(":") { throw fail("IPv6 literals need brackets") }
-        self.host = String(hostPart)
-        if let portPart {
-            guard let port = Int(portPart), (1...65535).contains(port) else { throw fail("bad port '\(portPart)'") }
-            self.port = port
-        } else {
-            self.port = self.secure ? 443 : 80
-        }
+        let parsed = try HostPort.parse(authority, portRange: 1...65535, fail: fail)
+        self.host = parsed.host
+        self.port = parsed.port ?? (self.secure ? 443 : 80)
         if rest.isEmpty {
             self.requestTarget = "/"
         } else if rest.hasPrefix("?") {
@@ -91,6 +69,6 @@ public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
 
     /// The URL in canonical form.
     public var description: String {
-        "\(self.secure ? "wss" : "ws")://\(self.host.contains(":") ? "[\(self.host)]" : self.host):\(self.port)\(self.requestTarget)"
+        "\(self.secure ? "wss" : "ws")://\(HostPort.format(host: self.host, port: self.port))\(self.requestTarget)"
     }
 }

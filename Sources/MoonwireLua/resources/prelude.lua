@@ -100,6 +100,18 @@ local function append(st, key, value)
   list[#list + 1] = value
 end
 
+-- The Lua-side state of a connection or server, for its methods: a lookup in
+-- `registry` that names `expected` when self is something else.
+local function state_lookup(registry, expected)
+  return function(obj, fname)
+    local st = registry[obj]
+    if not st then
+      error(("bad self to '%s' (%s expected, got %s)"):format(fname, expected, type(obj)), 3)
+    end
+    return st
+  end
+end
+
 -- Adds on_<event>(fn) methods that append fn to the object's handler list.
 local function define_handlers(target, prefix, events, lookup)
   for _, event in ipairs(events) do
@@ -128,13 +140,7 @@ local INBOX_LIMIT = 4096
 local conns = setmetatable({}, { __mode = "k" })
 local methods = host.connection_methods
 
-local function state_of(c, fname)
-  local st = conns[c]
-  if not st then
-    error(("bad self to '%s' (a connection from mw.connect expected, got %s)"):format(fname, type(c)), 3)
-  end
-  return st
-end
+local state_of = state_lookup(conns, "a connection from mw.connect")
 
 -- The heartbeat's message (a string or a function) and reply pattern stay on
 -- this side; Swift is told only that they exist.
@@ -388,13 +394,7 @@ host.peer_metatable.__index = function(peer, key)
   end
 end
 
-local function server_state(s, fname)
-  local st = servers[s]
-  if not st then
-    error(("bad self to '%s' (a server from mw.listen expected, got %s)"):format(fname, type(s)), 3)
-  end
-  return st
-end
+local server_state = state_lookup(servers, "a server from mw.listen")
 
 function mw.listen(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.listen", "string", url) end
