@@ -73,6 +73,15 @@ final class LuaConnection: ManagedConnectionDelegate {
         return ByteBuffer(bytes: bytes)
     }
 
+    func managedConnectionDidDrain(_ connection: ManagedConnection) {
+        runtime.dispatch(.drain, for: self) { _ in 0 }
+    }
+
+    func managedConnectionReachedBudget(_ connection: ManagedConnection) {
+        let stats = connection.stats
+        runtime.warnBudgetReached("connection to \(connection.url)", queued: stats.queued, buffered: stats.buffered)
+    }
+
     func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool {
         let answer = runtime.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }

@@ -59,6 +59,18 @@ final class LuaServer: MessageServerDelegate {
         p.handle = nil
     }
 
+    func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {
+        guard let handle = peers[peer.id]?.handle else { return }
+        runtime.dispatch(.drain, for: self) { lua in
+            lua.push(handle)
+            return 1
+        }
+    }
+
+    func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {
+        runtime.warnBudgetReached("peer \(peer.id) (\(peer.remoteAddress)) of \(server.url)", queued: peer.queued, buffered: peer.buffered)
+    }
+
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
         runtime.options.logger.warning("server \(server.url): \(error)")
     }

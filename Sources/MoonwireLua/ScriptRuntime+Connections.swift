@@ -10,7 +10,7 @@ extension ScriptRuntime {
     /// Numbered so that a dispatcher is found by position: a dictionary keyed by
     /// the name would hash it for every message.
     enum ConnectionEvent: Int, CaseIterable {
-        case open, message, close, error, reconnect, heartbeatMessage, heartbeatReply, frame
+        case open, message, close, error, reconnect, heartbeatMessage, heartbeatReply, frame, drain
 
         /// The dispatcher's name in the prelude's `events` table.
         var name: String {
@@ -91,11 +91,25 @@ extension ScriptRuntime {
                     .text("sent"): .integer(Int64(s.sent)), .text("received"): .integer(Int64(s.received)),
                     .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
                     .text("reconnects"): .integer(Int64(s.reconnects)), .text("queued"): .integer(Int64(s.queued)),
-                    .text("dropped"): .integer(Int64(s.dropped)),
+                    .text("buffered"): .integer(Int64(s.buffered)), .text("dropped"): .integer(Int64(s.dropped)),
                 ]
                 if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
                 args.lua.push(LuaValue.table(table))
                 return 1
+            }
+        }),
+        // For the prelude's drain(): true while the budget is reached (drain waits).
+        ("_over_budget", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:drain", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                args.lua.push(try rt.connection(args).connection.isOverBudget)
+                return 1
+            }
+        }),
+        // For the prelude's inbox: stop (true) or resume (false) reading from the socket.
+        ("_pause_reading", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:receive", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                try rt.connection(args).connection.readingPaused = args.lua.boolean(at: 2)
+                return 0
             }
         }),
     ]
@@ -137,19 +151,23 @@ extension ScriptRuntime {
     private func send(_ args: LuaArguments) throws -> Int32 {
         let c = try connection(args)
         let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+        let refusal: String
         switch c.connection.send(buffer, kind: kind) {
         case .sent, .queued:
             args.lua.push(true)
             return 1
-        case .queueFull:
-            args.lua.pushNil()
-            args.lua.push("queue full (\(c.connection.queueLimit) messages are waiting for the connection to open)")
-            return 2
-        case .closed:
-            args.lua.pushNil()
-            args.lua.push("closed")
-            return 2
+        case .queueFull: refusal = "queue full"
+        case .tooLarge: refusal = "message too large"
+        case .closed: refusal = "closed"
         }
+        args.lua.pushNil()
+        args.lua.push(refusal)
+        return 2
+    }
+
+    /// The warning a connection or peer logs the first time its budget turned a message away.
+    func warnBudgetReached(_ what: String, queued: Int, buffered: Int) {
+        options.logger.warning("\(what) reached its send budget (\(queued) messages, \(buffered) bytes waiting): the peer reads slower than the script sends")
     }
 
     /// Calls the prelude's dispatcher for `event` with the connection and what `push` pushes.
@@ -266,15 +284,8 @@ struct ConnectOptions {
         configuration.tcp = tcp
         // A TCP connection has no ping: its heartbeat needs a message, so it is off unless given one.
         if isTCP { configuration.heartbeat = nil }
-        if var queue = try t.table("queue") {
-            configuration.queueLimit = try queue.integer("limit", min: 0) ?? configuration.queueLimit
-            if let name = try queue.string("overflow") {
-                guard let overflow = SendQueue<ManagedConnection.Outgoing>.Overflow(rawValue: name) else {
-                    throw queue.error("overflow", "\"drop_oldest\", \"drop_newest\" or \"error\" expected, got \"\(name)\"")
-                }
-                configuration.overflow = overflow
-            }
-            try queue.finish()
+        if let queue = try Self.queue(&t) {
+            (configuration.queueLimit, configuration.queueBytes, configuration.overflow) = queue
         }
         if let heartbeat = try Self.heartbeat(&t) {
             if isTCP, let h = heartbeat.value, h.probe == .ping {
@@ -284,6 +295,34 @@ struct ConnectOptions {
         }
         if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
         try t.finish()
+    }
+
+    /// `queue = { limit = N, bytes = B, overflow = "drop_oldest" | "drop_newest" | "error" }`
+    /// over the defaults (1024, 16 MiB, "error"); limit and bytes must be positive.
+    static func queue(_ t: inout LuaOptionTable) throws(LuaArgumentError) -> (limit: Int, bytes: Int, overflow: SendQueue<OutboundMessage>.Overflow)? {
+        guard var queue = try t.table("queue") else { return nil }
+        var result: (limit: Int, bytes: Int, overflow: SendQueue<OutboundMessage>.Overflow) = (1024, 16 << 20, .error)
+        for key in ["limit", "bytes"] {
+            let value = queue.raw(key)
+            let n: Int
+            switch value {
+            case .nil: continue
+            case .integer(let i) where i > 0: n = Int(i)
+            case .number(let d) where d >= 1 && d < 9e18: n = Int(d)
+            case .integer(let i): throw queue.error(key, "a positive number expected, got \(i)")
+            case .number(let d): throw queue.error(key, "a positive number expected, got \(d)")
+            default: throw queue.error(key, "a positive number expected, got \(value.typeName)")
+            }
+            if key == "limit" { result.limit = n } else { result.bytes = n }
+        }
+        if let name = try queue.string("overflow") {
+            guard let overflow = SendQueue<OutboundMessage>.Overflow(rawValue: name) else {
+                throw queue.error("overflow", "\"drop_oldest\", \"drop_newest\" or \"error\" expected, got \"\(name)\"")
+            }
+            result.overflow = overflow
+        }
+        try queue.finish()
+        return result
     }
 
     /// `tls = { ca, insecure, pin_sha256, server_name, cert, key }`.

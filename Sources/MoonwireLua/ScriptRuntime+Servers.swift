@@ -8,7 +8,7 @@ import NIOCore
 extension ScriptRuntime {
     /// Numbered like `ConnectionEvent`; the name is the prelude's.
     enum ServerEvent: Int, CaseIterable {
-        case connect, message, close
+        case connect, message, close, drain
 
         var name: String { "\(self)" }
     }
@@ -68,15 +68,18 @@ extension ScriptRuntime {
             LuaBinding.enter(L, ctx, "peer:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
                 let p = try rt.peer(args)
                 let (buffer, kind) = try args.message(at: 2, kindAt: 3)
-                do {
-                    try p.peer.send(buffer, kind: kind)
-                } catch {
-                    args.lua.pushNil()
-                    args.lua.push("closed")
-                    return 2
+                let refusal: String
+                switch try? p.peer.send(buffer, kind: kind) {
+                case .sent?, .queued?, .dropped?:
+                    args.lua.push(true)
+                    return 1
+                case .full?: refusal = "queue full"
+                case .tooLarge?: refusal = "message too large"
+                case .unsendable?, nil: refusal = "closed"
                 }
-                args.lua.push(true)
-                return 1
+                args.lua.pushNil()
+                args.lua.push(refusal)
+                return 2
             }
         }),
         ("ping", { L, ctx in
@@ -122,12 +125,25 @@ extension ScriptRuntime {
         }),
         ("stats", { L, ctx in
             LuaBinding.enter(L, ctx, "peer:stats", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let s = try rt.peer(args).peer.stats
+                let peer = try rt.peer(args).peer
+                let s = peer.stats
                 args.lua.push(LuaValue.table([
                     .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
                     .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
+                    .text("queued"): .integer(Int64(peer.queued)), .text("buffered"): .integer(Int64(peer.buffered)),
+                    .text("dropped"): .integer(Int64(peer.dropped)),
                 ]))
                 return 1
+            }
+        }),
+        // For the prelude's peer:drain(): true while the budget is reached; and whether
+        // the peer is gone (drain answers "closed").
+        ("_over_budget", { L, ctx in
+            LuaBinding.enter(L, ctx, "peer:drain", isMethod: true, as: ScriptRuntime.self) { rt, args in
+                let peer = try rt.peer(args).peer
+                args.lua.push(peer.outbound.budgetReached)
+                args.lua.push(peer.isOpen)
+                return 2
             }
         }),
         ("_fields", { L, ctx in
@@ -179,6 +195,15 @@ extension ScriptRuntime {
         if let b = try t.boolean("compress") { options.compress = b }
         if let s = try t.seconds("close_timeout") { options.closeTimeout = .seconds(s) }
         if let tls = try ConnectOptions.tls(&t) { options.tls = tls }
+        if let queue = try ConnectOptions.queue(&t) {
+            (options.queueLimit, options.queueBytes, options.overflow) = queue
+        }
+        if let name = try t.string("slow_peer") {
+            guard let rule = MessageServerOptions.SlowPeer(rawValue: name) else {
+                throw t.error("slow_peer", "\"drop\" or \"close\" expected, got \"\(name)\"")
+            }
+            options.slowPeer = rule
+        }
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }

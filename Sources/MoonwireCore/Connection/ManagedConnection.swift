@@ -16,6 +16,10 @@ public protocol ManagedConnectionDelegate: AnyObject {
     func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer?
     /// With a heartbeat `reply` pattern: does this message answer the heartbeat?
     func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool
+    /// `buffered` fell back under half the byte budget after the budget was reached (`on_drain`).
+    func managedConnectionDidDrain(_ connection: ManagedConnection)
+    /// The outbound budget turned a message away for the first time on this connection.
+    func managedConnectionReachedBudget(_ connection: ManagedConnection)
 }
 
 extension ManagedConnectionDelegate {
@@ -24,12 +28,15 @@ extension ManagedConnectionDelegate {
     }
     public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? { nil }
     public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool { false }
+    public func managedConnectionDidDrain(_ connection: ManagedConnection) {}
+    public func managedConnectionReachedBudget(_ connection: ManagedConnection) {}
 }
 
 /// A long-lived client connection as the scripting API presents it: a
 /// WebSocket or TCP transport driven by `ConnectionLifecycle` (reconnect with
-/// backoff), `HeartbeatMonitor` and a `SendQueue` for what is sent while it is
-/// not open. This type only performs the actions those state machines decide.
+/// backoff), `HeartbeatMonitor` and an `OutboundBuffer`: the bounded send queue for
+/// what is sent while it is not open or while the peer reads slowly. This type only
+/// performs the actions those state machines decide.
 ///
 /// All methods must be called on `eventLoop`.
 ///
@@ -46,8 +53,10 @@ public final class ManagedConnection {
         public var socket = WebSocketClientOptions()
         /// For `tcp://` and `tls://`: framing, timeouts, TLS.
         public var tcp = TCPClientOptions()
+        /// The outbound budget (`queue.limit`, `queue.bytes`, `queue.overflow`).
         public var queueLimit = 1024
-        public var overflow = SendQueue<Outgoing>.Overflow.error
+        public var queueBytes = 16 << 20
+        public var overflow = SendQueue<OutboundMessage>.Overflow.error
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var heartbeat: HeartbeatMonitor.Configuration? = HeartbeatMonitor.Configuration()
 
@@ -77,8 +86,10 @@ public final class ManagedConnection {
     public enum SendResult: Equatable {
         case sent
         case queued
-        /// The queue is full and its overflow rule is `error`; the message was not taken.
+        /// The budget is full and its overflow rule is `error`; the message was not taken.
         case queueFull
+        /// The message alone is larger than the byte budget; it was not taken.
+        case tooLarge
         /// Closing or closed: nothing will be sent.
         case closed
     }
@@ -89,15 +100,12 @@ public final class ManagedConnection {
         public var bytesSent = 0
         public var bytesReceived = 0
         public var reconnects = 0
+        /// Messages waiting in the queue (connection down, or the socket full).
         public var queued = 0
+        /// Bytes waiting: the queue plus what the socket has not taken yet.
+        public var buffered = 0
         public var dropped = 0
         public var lastRTT: Double?
-    }
-
-    /// A message waiting in the send queue.
-    public struct Outgoing {
-        var data: ByteBuffer
-        var kind: WebSocketMessageKind
     }
 
     public let eventLoop: EventLoop
@@ -107,15 +115,16 @@ public final class ManagedConnection {
     private let events = SocketEvents()
     private var lifecycle: ConnectionLifecycle
     private var heartbeat: HeartbeatMonitor
-    private var queue: SendQueue<Outgoing>
+    private let outbound: OutboundBuffer
+    /// Between the open and the end of the `on_open` handlers: sends go straight out,
+    /// ahead of what was queued.
+    private var openingHandlers = false
     private var openInfo: WebSocketOpenInfo?
     private var retryTimer: Scheduled<Void>?
     private var heartbeatTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
     private var ignoringSocket = false
     private var droppedByLastClose = 0
-    /// Queued messages the flush could not send (counted in `stats.dropped`).
-    private var droppedUnsendable = 0
     /// Where the next dial goes, when `on_reconnect` changed it.
     private var nextURL: TransportURL?
 
@@ -125,9 +134,10 @@ public final class ManagedConnection {
         socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
         heartbeat = HeartbeatMonitor(configuration.heartbeat)
-        queue = SendQueue(limit: configuration.queueLimit, overflow: configuration.overflow)
+        outbound = OutboundBuffer(limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow)
         events.owner = self
         socket.transportDelegate = events
+        outbound.writer = events
     }
 
     /// "connecting" | "open" | "closing" | "closed" | "reconnecting"
@@ -142,7 +152,7 @@ public final class ManagedConnection {
         let s = socket.stats
         return Stats(
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
-            reconnects: lifecycle.reconnects, queued: queue.count, dropped: queue.dropped + droppedUnsendable,
+            reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
             lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 }
         )
     }
@@ -151,30 +161,34 @@ public final class ManagedConnection {
         drive(lifecycle.start())
     }
 
+    /// Sends now if the socket can take it; else queues within the budget (also while the
+    /// transport is down, or on its way down after a protocol violation: a reconnect may
+    /// follow).
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
-        switch lifecycle.sendRoute {
-        case .send:
-            if (try? socket.send(data, kind: kind)) != nil {
-                heartbeat.didSend(at: .now())
-                return .sent
-            }
-            // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
-            guard socket.state != .open else { return .closed }
-            // The lifecycle still says open, but the transport is on its way down (it failed
-            // the peer for a protocol violation and waits for its close frame): its end comes
-            // soon, and a reconnect may follow. Queue, as while reconnecting.
-            return enqueue(data, kind: kind)
-        case .enqueue:
-            return enqueue(data, kind: kind)
-        case .refuse:
-            return .closed
+        guard lifecycle.sendRoute != .refuse else { return .closed }
+        switch outbound.offer(OutboundMessage(data, kind: kind), direct: openingHandlers) {
+        case .sent: return .sent
+        case .queued, .dropped: return .queued
+        case .full: return .queueFull
+        case .tooLarge: return .tooLarge
+        // A message the open transport cannot carry (a TCP framing's limits).
+        case .unsendable: return .closed
         }
     }
 
-    private func enqueue(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
-        switch queue.enqueue(Outgoing(data: data, kind: kind)) {
-        case .queued, .droppedOldest, .droppedNewest: return .queued
-        case .full: return .queueFull
+    /// The byte budget (`queue.bytes`).
+    public var queueBytes: Int { outbound.queue.byteLimit }
+
+    /// True from the moment the budget turned a message away until `buffered` fell back
+    /// under half of it: what `c:drain()` waits for.
+    public var isOverBudget: Bool { outbound.budgetReached }
+
+    /// Stops reading from the socket (the script has not taken what arrived), or reads
+    /// again. Holds across reconnects.
+    public var readingPaused = false {
+        didSet {
+            guard readingPaused != oldValue, let channel = socket.currentChannel else { return }
+            try? channel.syncOptions?.setOption(.autoRead, value: !readingPaused)
         }
     }
 
@@ -243,27 +257,12 @@ public final class ManagedConnection {
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
-            var waiting = queue.drain()[...]
-            while let message = waiting.popFirst() {
-                if (try? socket.send(message.data, kind: message.kind)) != nil { continue }
-                guard socket.state == .open else {
-                    // The transport went down under the flush: the rest waits for the next
-                    // open, unless the connection is over for good.
-                    let rest = [message] + waiting
-                    if lifecycle.sendRoute == .refuse {
-                        droppedUnsendable += rest.count
-                    } else {
-                        for message in rest { _ = queue.enqueue(message) }
-                    }
-                    break
-                }
-                // A message the transport cannot carry (a TCP framing checks only now):
-                // dropped and counted; the rest still goes.
-                droppedUnsendable += 1
-            }
-            heartbeat.didSend(at: .now())
+            // The on_open handlers ran: what was queued goes now, after what they sent.
+            // (A manual `ready` would keep `isHeld` until the application says so.)
+            openingHandlers = false
+            outbound.isHeld = false
         case .dropQueue:
-            droppedByLastClose += queue.removeAll()
+            droppedByLastClose += outbound.dropQueue()
         case .sendClose(let code, let reason):
             try? socket.close(code: code, reason: reason)
         case .dropConnection:
@@ -330,7 +329,33 @@ public final class ManagedConnection {
     fileprivate func socketOpened(_ info: WebSocketOpenInfo) {
         guard !ignoringSocket else { return }
         openInfo = info
+        if let channel = socket.currentChannel {
+            // What waited for the open goes after what on_open sends: held until the
+            // handlers ran, while their sends go straight out. With nothing waiting,
+            // nothing is held and the budget applies as usual.
+            openingHandlers = !outbound.queue.isEmpty
+            outbound.isHeld = openingHandlers
+            outbound.attach(channel)
+            if readingPaused { try? channel.syncOptions?.setOption(.autoRead, value: false) }
+        }
         drive(lifecycle.opened())
+    }
+
+    fileprivate func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
+        guard socket.state == .open else { return .down }
+        guard (try? socket.send(message.data, kind: message.kind)) != nil else {
+            return socket.state == .open ? .unsendable : .down
+        }
+        heartbeat.didSend(at: .now())
+        return .written
+    }
+
+    fileprivate func outboundDrained() {
+        delegate?.managedConnectionDidDrain(self)
+    }
+
+    fileprivate func outboundFirstReachedBudget() {
+        delegate?.managedConnectionReachedBudget(self)
     }
 
     fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
@@ -354,6 +379,8 @@ public final class ManagedConnection {
     }
 
     fileprivate func socketClosed(_ info: WebSocketCloseInfo) {
+        outbound.detach()
+        openingHandlers = false
         guard !ignoringSocket else { return }
         drive(lifecycle.closed(info))
     }
@@ -361,8 +388,12 @@ public final class ManagedConnection {
 
 /// The socket's delegate; a separate object because the socket holds it weakly
 /// and `ManagedConnection` should not expose the delegate methods.
-private final class SocketEvents: TransportDelegate {
+private final class SocketEvents: TransportDelegate, OutboundWriter {
     weak var owner: ManagedConnection?
+
+    func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome { owner?.writeOutbound(message) ?? .down }
+    func outboundDrained() { owner?.outboundDrained() }
+    func outboundFirstReachedBudget() { owner?.outboundFirstReachedBudget() }
 
     func transportDidOpen(_ transport: any Transport, info: WebSocketOpenInfo) { owner?.socketOpened(info) }
     func transport(_ transport: any Transport, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {

@@ -1,79 +1,100 @@
-/// The messages a script sent while its connection was not open, waiting to go out in
-/// order right after the next `on_open` handlers ran.
+import DequeModule
+
+/// The messages a connection could not send yet, oldest first: sent while it was not
+/// open, or while the socket could not take more (a slow or stalled peer).
 ///
-/// The queue is bounded (`queue.limit`, 1024 by default) and what happens when a message
-/// arrives at a full queue is the ``Overflow`` rule. Nothing leaves the queue unseen:
-/// every message thrown away, by overflow or by ``removeAll()``, counts in ``dropped``
-/// (the script's `stats().dropped`), and an `error` refusal is reported to the sender.
+/// The queue is bounded by count (`queue.limit`, 1024 by default) and by bytes
+/// (`queue.bytes`, 16 MiB); what happens when a message would pass either bound is the
+/// ``Overflow`` rule. Nothing leaves the queue unseen: every message thrown away, by
+/// overflow or by ``removeAll()``, counts in ``dropped`` (the script's `stats().dropped`),
+/// and an `error` refusal is reported to the sender.
+///
+/// The byte bound can include bytes held elsewhere (`alsoBuffered`: what the socket has
+/// not taken yet), so that one budget covers everything waiting on the way out.
 ///
 /// ```swift
 /// var queue = SendQueue<String>(limit: 2, overflow: .dropOldest)
-/// queue.enqueue("a")               // .queued
-/// queue.enqueue("b")               // .queued
-/// queue.enqueue("c")               // .droppedOldest("a")
+/// queue.enqueue("a", size: 1)      // .queued
+/// queue.enqueue("b", size: 1)      // .queued
+/// queue.enqueue("c", size: 1)      // .droppedOldest(1)
 /// queue.dropped                    // 1
-/// for message in queue.drain() {   // "b", "c"
+/// while let message = queue.popFirst() {   // "b", "c"
 ///     send(message)
 /// }
 /// ```
 public struct SendQueue<Message> {
     /// What a full queue does with one more message (`queue.overflow`).
     public enum Overflow: String, Sendable, Hashable, CaseIterable {
-        /// Throw away the oldest queued message to make room for the new one.
+        /// Throw away the oldest queued messages to make room for the new one.
         case dropOldest = "drop_oldest"
         /// Throw away the new message; the queue keeps what it had.
         case dropNewest = "drop_newest"
-        /// Refuse the new message, so `c:send` returns `nil, err`.
+        /// Refuse the new message, so `c:send` returns `nil, "queue full"`.
         case error
     }
 
-    /// What ``enqueue(_:)`` did.
-    public enum EnqueueResult {
+    /// What ``enqueue(_:size:alsoBuffered:)`` did.
+    public enum EnqueueResult: Sendable, Hashable {
         /// The message is queued.
         case queued
-        /// The message is queued; the oldest one, returned here, was thrown away for it.
-        case droppedOldest(Message)
-        /// The queue was full: the new message was thrown away (`drop_newest`).
+        /// The message is queued; this many of the oldest were thrown away for it.
+        case droppedOldest(Int)
+        /// The queue was full: the new message was thrown away (`drop_newest`, or
+        /// `drop_oldest` when even an empty queue had no room for it).
         case droppedNewest
         /// The queue was full: the new message was refused (`error`) and is not counted as
         /// dropped, since the sender is told.
         case full
+        /// The message alone is larger than the byte bound: refused whatever the rule,
+        /// not counted as dropped (the sender is told).
+        case tooLarge
     }
 
     /// The most messages the queue holds.
     public let limit: Int
+    /// The most bytes waiting, queue and `alsoBuffered` together.
+    public let byteLimit: Int
     /// What a full queue does with one more message.
     public let overflow: Overflow
     /// Messages thrown away since the queue was made, by overflow or ``removeAll()``.
     public private(set) var dropped = 0
+    /// Bytes of the queued messages.
+    public private(set) var bytes = 0
 
-    // Dequeuing only ever happens all at once (drain) or at the head when dropping the
-    // oldest, so a head index over an array gives O(1) drops with occasional compaction.
-    private var storage: [Message] = []
-    private var head = 0
+    private var storage = Deque<(message: Message, size: Int)>()
 
     /// Creates an empty queue.
     ///
     /// - Parameters:
     ///   - limit: the most messages it holds; 0 means nothing is ever queued.
+    ///   - bytes: the most bytes waiting.
     ///   - overflow: what a full queue does with one more message.
-    public init(limit: Int = 1024, overflow: Overflow = .error) {
+    public init(limit: Int = 1024, bytes: Int = 16 << 20, overflow: Overflow = .error) {
         precondition(limit >= 0, "a queue limit cannot be negative")
+        precondition(bytes > 0, "a queue byte bound must be positive")
         self.limit = limit
+        self.byteLimit = bytes
         self.overflow = overflow
     }
 
     /// Messages waiting (`stats().queued`).
-    public var count: Int { self.storage.count - self.head }
+    public var count: Int { self.storage.count }
 
     /// True when nothing is waiting.
-    public var isEmpty: Bool { self.count == 0 }
+    public var isEmpty: Bool { self.storage.isEmpty }
 
-    /// Adds a message at the end, applying the overflow rule when the queue is full.
+    /// True when one more message of `size` bytes fits, with `alsoBuffered` bytes waiting
+    /// elsewhere.
+    public func fits(size: Int, alsoBuffered: Int = 0) -> Bool {
+        self.storage.count < self.limit && self.bytes + alsoBuffered + size <= self.byteLimit
+    }
+
+    /// Adds a message at the end, applying the overflow rule when it does not fit.
     @discardableResult
-    public mutating func enqueue(_ message: Message) -> EnqueueResult {
-        guard self.count >= self.limit else {
-            self.storage.append(message)
+    public mutating func enqueue(_ message: Message, size: Int, alsoBuffered: Int = 0) -> EnqueueResult {
+        guard size <= self.byteLimit else { return .tooLarge }
+        guard !self.fits(size: size, alsoBuffered: alsoBuffered) else {
+            self.append(message, size: size)
             return .queued
         }
         switch self.overflow {
@@ -83,21 +104,41 @@ public struct SendQueue<Message> {
             self.dropped += 1
             return .droppedNewest
         case .dropOldest:
-            self.dropped += 1
-            guard self.limit > 0 else { return .droppedNewest }
-            let oldest = self.storage[self.head]
-            self.head += 1
-            self.storage.append(message)
-            self.compactIfWorthIt()
-            return .droppedOldest(oldest)
+            var thrown = 0
+            while !self.storage.isEmpty && !self.fits(size: size, alsoBuffered: alsoBuffered) {
+                self.bytes -= self.storage.removeFirst().size
+                thrown += 1
+            }
+            guard self.fits(size: size, alsoBuffered: alsoBuffered) else {
+                self.dropped += thrown + 1
+                return .droppedNewest
+            }
+            self.dropped += thrown
+            self.append(message, size: size)
+            return .droppedOldest(thrown)
+        }
+    }
+
+    /// Takes the oldest message out.
+    public mutating func popFirst() -> Message? {
+        guard let first = self.storage.popFirst() else { return nil }
+        self.bytes -= first.size
+        return first.message
+    }
+
+    /// Puts messages back at the front, in their order (a flush the transport cut short).
+    public mutating func putBack(_ messages: [(Message, Int)]) {
+        for (message, size) in messages.reversed() {
+            self.storage.prepend((message, size))
+            self.bytes += size
         }
     }
 
     /// Returns every waiting message, oldest first, and empties the queue.
     public mutating func drain() -> [Message] {
-        let messages = Array(self.storage[self.head...])
-        self.storage.removeAll(keepingCapacity: true)
-        self.head = 0
+        let messages = self.storage.map(\.message)
+        self.storage.removeAll()
+        self.bytes = 0
         return messages
     }
 
@@ -105,21 +146,22 @@ public struct SendQueue<Message> {
     /// many there were: the value `c:close()` returns.
     @discardableResult
     public mutating func removeAll() -> Int {
-        let removed = self.count
+        let removed = self.storage.count
         self.dropped += removed
-        self.storage.removeAll(keepingCapacity: true)
-        self.head = 0
+        self.storage.removeAll()
+        self.bytes = 0
         return removed
     }
 
-    private mutating func compactIfWorthIt() {
-        if self.head >= 64 && self.head * 2 >= self.storage.count {
-            self.storage.removeFirst(self.head)
-            self.head = 0
-        }
+    /// Counts messages thrown away outside the queue (a message no transport could carry).
+    public mutating func countDropped(_ n: Int) {
+        self.dropped += n
+    }
+
+    private mutating func append(_ message: Message, size: Int) {
+        self.storage.append((message, size))
+        self.bytes += size
     }
 }
 
 extension SendQueue: Sendable where Message: Sendable {}
-extension SendQueue.EnqueueResult: Sendable where Message: Sendable {}
-extension SendQueue.EnqueueResult: Equatable where Message: Equatable {}

@@ -97,7 +97,9 @@ public final class MessageServer {
 
     /// Sends one message to every connected peer. The frame (or TCP encoding) is made once
     /// and the same buffer is written to each peer; only peers with their own compression
-    /// state get their own frame. Returns how many peers it went to.
+    /// state get their own frame. Returns how many peers took it (sent or queued). A peer
+    /// whose budget cannot take it counts it in its `dropped` and, with
+    /// `slowPeer == .close`, is closed with 1008 "too slow".
     @discardableResult
     public func broadcast(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) -> Int {
         let allocator = ByteBufferAllocator()
@@ -110,12 +112,22 @@ public final class MessageServer {
         }
         var reached = 0
         for peer in self.peers where peer.isOpen {
+            let offer: OutboundBuffer.Offer
             if peer.deflate != nil {
-                guard (try? peer.send(data, kind: kind)) != nil else { continue }
+                offer = peer.outbound.offer(OutboundMessage(data, kind: kind))
             } else {
-                guard (try? peer.writeEncoded(shared, payloadSize: data.readableBytes)) != nil else { continue }
+                offer = peer.offerEncoded(shared, kind: kind, payloadSize: data.readableBytes)
             }
-            reached += 1
+            switch offer {
+            case .sent, .queued:
+                reached += 1
+            case .full, .tooLarge, .dropped, .unsendable:
+                // Refusals are counted here; drops and unsendable ones were already.
+                if offer == .full || offer == .tooLarge { peer.outbound.countDropped(1) }
+                if self.options.slowPeer == .close && offer != .unsendable {
+                    try? peer.close(code: WebSocketCloseCode.policyViolation, reason: "too slow")
+                }
+            }
         }
         return reached
     }
@@ -272,6 +284,14 @@ public final class MessageServer {
 
     func peer(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
         self.delegate?.server(self, peer: peer, didReceive: message, kind: kind)
+    }
+
+    func peerDrained(_ peer: ServerPeer) {
+        self.delegate?.server(self, peerDidDrain: peer)
+    }
+
+    func peerReachedBudget(_ peer: ServerPeer) {
+        self.delegate?.server(self, peerReachedBudget: peer)
     }
 
     func peer(_ peer: ServerPeer, didFail error: WebSocketConnectionError) {

@@ -24,9 +24,17 @@ public protocol MessageServerDelegate: AnyObject {
     /// A peer broke the protocol (`.protocol`, with the close code sent), or an incoming
     /// connection failed before it became a peer (`.tls`).
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError)
+    /// A peer's `buffered` fell back under half its byte budget after reaching it (`on_drain`).
+    func server(_ server: MessageServer, peerDidDrain peer: ServerPeer)
+    /// A peer's outbound budget turned a message away for the first time.
+    func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer)
 }
 
 extension MessageServerDelegate {
+    /// A peer's `buffered` fell back under half its byte budget after reaching it.
+    public func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {}
+    /// A peer's budget turned a message away for the first time.
+    public func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {}
     /// Errors are ignored unless the delegate wants them.
     public func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {}
 }

@@ -28,6 +28,20 @@ public struct MessageServerOptions: Sendable {
     /// The certificate (`certificateFile`, `privateKeyFile`) of `wss://` and `tls://`; with
     /// `caFile`, clients must present a certificate issued by that CA.
     public var tls: TLSOptions
+    /// Each peer's outbound budget (`queue.limit`, `queue.bytes`, `queue.overflow`).
+    public var queueLimit = 1024
+    public var queueBytes = 16 << 20
+    public var overflow = SendQueue<OutboundMessage>.Overflow.error
+    /// What a broadcast does to a peer that cannot take the message (`slow_peer`).
+    public var slowPeer = SlowPeer.drop
+
+    /// `slow_peer`: what happens to a peer whose budget is full when a broadcast comes.
+    public enum SlowPeer: String, Sendable, Hashable, CaseIterable {
+        /// It misses the message, counted in its `dropped`.
+        case drop
+        /// It is closed with 1008 "too slow".
+        case close
+    }
 
     /// The scripting API's defaults: no subprotocols, 16 MiB messages, no compression,
     /// line framing, no heartbeat, 5 s close timeout.

@@ -24,6 +24,8 @@ public final class ServerPeer {
     public private(set) var isPaused = false
     /// The channel, for diagnostics and tests.
     public let channel: Channel
+    /// The outbound budget: what the socket cannot take yet waits here, bounded.
+    public let outbound: OutboundBuffer
 
     enum Link {
         case webSocket(WebSocketPeerHandler)
@@ -46,6 +48,9 @@ public final class ServerPeer {
         self.request = request
         self.server = server
         self.heartbeat = HeartbeatMonitor(server.options.heartbeat)
+        let options = server.options
+        self.outbound = OutboundBuffer(limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow)
+        self.outbound.writer = self
     }
 
     /// Creates the WebSocket handler; the caller adds it to the pipeline.
@@ -74,26 +79,28 @@ public final class ServerPeer {
 
     // MARK: Talking
 
-    /// Sends a message (TCP: framed by the server's framing; `kind` is ignored).
-    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) {
-        guard self.isConnected else { throw WebSocketUsageError("peer is not connected") }
-        switch self.link {
-        case .webSocket(let handler)?: try handler.send(data, kind: kind)
-        case .tcp(let handler)?: try handler.send(data)
-        case nil: throw WebSocketUsageError("peer is not connected")
-        }
-        self.countSent(data.readableBytes)
+    /// Sends a message (TCP: framed by the server's framing; `kind` is ignored) now, or
+    /// queues it within the peer's budget while the socket cannot take more. Throws when
+    /// the peer is not open (or its transport cannot carry the message).
+    @discardableResult
+    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) -> OutboundBuffer.Offer {
+        guard self.isOpen else { throw WebSocketUsageError("peer is not connected") }
+        let offer = self.outbound.offer(OutboundMessage(data, kind: kind))
+        if offer == .unsendable { throw WebSocketUsageError("the message cannot be sent on this connection") }
+        return offer
     }
 
-    /// Writes a message already encoded for this kind of server (a broadcast's buffer).
-    func writeEncoded(_ bytes: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError) {
-        switch self.link {
-        case .webSocket(let handler)?: try handler.writeEncoded(bytes)
-        case .tcp(let handler)?: try handler.writeEncoded(bytes)
-        case nil: throw WebSocketUsageError("peer is not connected")
-        }
-        self.countSent(payloadSize)
+    /// Offers a message already encoded for this kind of server (a broadcast's buffer).
+    func offerEncoded(_ frame: ByteBuffer, kind: WebSocketMessageKind, payloadSize: Int) -> OutboundBuffer.Offer {
+        self.outbound.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
     }
+
+    /// Messages waiting in the peer's queue.
+    public var queued: Int { self.outbound.queued }
+    /// Bytes waiting: the queue plus what the socket has not taken.
+    public var buffered: Int { self.outbound.buffered }
+    /// Messages dropped: overflow, broadcasts it could not take, the queue a close threw away.
+    public var dropped: Int { self.outbound.dropped }
 
     /// The compression state, when this WebSocket peer negotiated it (its frames cannot be
     /// shared with other peers).
@@ -116,13 +123,17 @@ public final class ServerPeer {
 
     /// Closes the connection in order: a WebSocket close handshake (`code` 1000, 1001,
     /// 3000–4999, ...), or for TCP FIN after pending writes (the code is only reported).
+    /// What the peer's queue held is dropped (counted); what the socket took goes out first.
     public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
-        switch self.link {
-        case .webSocket(let handler)?:
+        if case .webSocket? = self.link {
             guard WebSocketCloseCode.isValidOnWire(code) else {
                 throw WebSocketUsageError("invalid close code \(code): use 1000 or 3000-4999")
             }
             guard reason.utf8.count <= 123 else { throw WebSocketUsageError("close reason longer than 123 bytes") }
+        }
+        self.outbound.dropQueue()
+        switch self.link {
+        case .webSocket(let handler)?:
             handler.close(code: code, reason: reason)
         case .tcp(let handler)?:
             handler.close(code: code, reason: reason)
@@ -194,6 +205,7 @@ public final class ServerPeer {
         guard !self.isConnected, !self.isClosed else { return }
         self.isConnected = true
         self.request.subprotocol = subprotocol
+        self.outbound.attach(self.channel)
         self.startHeartbeat()
         self.server?.peerConnected(self)
     }
@@ -212,6 +224,8 @@ public final class ServerPeer {
     private func closed(_ info: WebSocketCloseInfo) {
         guard !self.isClosed else { return }
         self.isClosed = true
+        self.outbound.dropQueue()
+        self.outbound.detach()
         self.stopHeartbeat()
         self.resumeTimer?.cancel()
         self.server?.peer(self, didClose: info, wasConnected: self.isConnected)
@@ -260,6 +274,32 @@ public final class ServerPeer {
             return
         }
         self.armHeartbeat()
+    }
+}
+
+extension ServerPeer: OutboundWriter {
+    public func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
+        do {
+            switch (self.link, message.framed) {
+            case (.webSocket(let handler)?, false): try handler.send(message.data, kind: message.kind)
+            case (.webSocket(let handler)?, true): try handler.writeEncoded(message.data)
+            case (.tcp(let handler)?, false): try handler.send(message.data)
+            case (.tcp(let handler)?, true): try handler.writeEncoded(message.data)
+            case (nil, _): return .down
+            }
+        } catch {
+            return self.isOpen ? .unsendable : .down
+        }
+        self.countSent(message.payloadSize)
+        return .written
+    }
+
+    public func outboundDrained() {
+        self.server?.peerDrained(self)
+    }
+
+    public func outboundFirstReachedBudget() {
+        self.server?.peerReachedBudget(self)
     }
 }
 

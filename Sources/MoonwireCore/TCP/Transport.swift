@@ -33,6 +33,8 @@ public protocol Transport: AnyObject {
     var state: TransportState { get }
     /// Counters since the object was created, across re-dials.
     var stats: TransportStats { get }
+    /// The channel of the current dial (for the outbound budget and read pausing).
+    var currentChannel: Channel? { get }
     /// Receives the events; held weakly.
     var transportDelegate: TransportDelegate? { get set }
     /// False when ``ping(_:)`` cannot work (TCP): heartbeats must use a message.

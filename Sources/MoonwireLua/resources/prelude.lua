@@ -134,7 +134,9 @@ end
 -- A message goes, in this order, to: every waiting request whose match
 -- accepts it, else the oldest waiting receive; else to every on_message
 -- handler; else, when there is no handler, to the inbox that receive reads
--- first (at most INBOX_LIMIT messages, the oldest dropped).
+-- first. The inbox never drops: once it holds INBOX_LIMIT messages, Swift stops
+-- reading from the socket (TCP pushes back on the peer) until receive has taken
+-- it down to half.
 
 local INBOX_LIMIT = 4096
 local conns = setmetatable({}, { __mode = "k" })
@@ -180,7 +182,7 @@ function mw.connect(url, opts)
   end
   local c = host.connect(url, opts)
   conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
-               on_reconnect = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
+               on_reconnect = NONE, on_drain = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
                framer = framer }
   return c
 end
@@ -193,7 +195,7 @@ function methods.heartbeat(self, opts)
   st.hb_message, st.hb_reply = message, reply
 end
 
-define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect" }, state_of)
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "drain" }, state_of)
 
 local raw_send = methods.send
 function methods.send(self, data, kind)
@@ -254,12 +256,52 @@ local function is_data_waiter(w)
   return w.kind == "receive" or w.kind == "request"
 end
 
+-- The inbox: a queue with head and tail indexes (table.remove(t, 1) would move
+-- every message each time).
+local function inbox_push(st, item)
+  local q = st.inbox
+  if q == NONE then
+    q = { head = 1, tail = 0 }
+    st.inbox = q
+  end
+  q.tail = q.tail + 1
+  q[q.tail] = item
+  return q.tail - q.head + 1
+end
+
+local raw_pause_reading = methods._pause_reading
+methods._pause_reading = nil
+
+local function inbox_pop(self, st)
+  local q = st.inbox
+  if q == NONE or q.head > q.tail then return nil end
+  local item = q[q.head]
+  q[q.head] = nil
+  q.head = q.head + 1
+  if st.paused and q.tail - q.head + 1 <= INBOX_LIMIT // 2 then
+    st.paused = false
+    raw_pause_reading(self, false)
+  end
+  return item
+end
+
 function methods.receive(self, timeout)
   local st = state_of(self, "c:receive")
-  local first = table.remove(st.inbox, 1)
+  local first = inbox_pop(self, st)
   if first then return first[1], first[2] end
   if st.final then return nil, "closed" end
   return wait(st, "c:receive", "receive", timeout)
+end
+
+-- Waits until the connection can take more: at once when its send budget was
+-- not reached, else until buffered fell under half of it (on_drain).
+local over_budget = methods._over_budget
+methods._over_budget = nil
+function methods.drain(self, timeout)
+  local st = state_of(self, "c:drain")
+  if not over_budget(self) then return true end
+  if st.final then return nil, "closed" end
+  return wait(st, "c:drain", "drain", timeout)
 end
 
 function methods.wait_open(self, timeout)
@@ -312,11 +354,18 @@ function events.message(c, message, kind)
   local handlers = st.on_message
   if handlers[1] then
     for i = 1, #handlers do handlers[i](c, message, kind) end
-  else
-    local inbox = st.inbox
-    if #inbox >= INBOX_LIMIT then table.remove(inbox, 1) end
-    append(st, "inbox", { message, kind })
+  elseif inbox_push(st, { message, kind }) >= INBOX_LIMIT and not st.paused then
+    st.paused = true
+    raw_pause_reading(c, true)
   end
+end
+
+-- The send budget: on_drain handlers, then the coroutines waiting in drain().
+function events.drain(c)
+  local st = conns[c]
+  if not st then return end
+  for _, handler in ipairs(st.on_drain) do handler(c) end
+  wake(st, is_kind("drain"), true)
 end
 
 function events.close(c, code, reason, info)
@@ -325,7 +374,10 @@ function events.close(c, code, reason, info)
   if not info.will_reconnect then st.final = true end
   for _, handler in ipairs(st.on_close) do handler(c, code, reason, info) end
   wake(st, is_data_waiter, nil, "closed")
-  if st.final then wake(st, is_kind("open"), nil, st.last_error or "closed") end
+  if st.final then
+    wake(st, is_kind("open"), nil, st.last_error or "closed")
+    wake(st, is_kind("drain"), nil, "closed")
+  end
 end
 
 function events.error(c, err)
@@ -431,6 +483,32 @@ function peer_methods.send(self, data, kind)
   return raw_peer_send(self, encode_for(servers[server_of_peer[self]], data, "peer:send"), kind)
 end
 
+-- A peer's own Lua state: its on_drain handlers and the coroutines in drain().
+local peer_states = setmetatable({}, { __mode = "k" })
+local function peer_state(peer)
+  local st = peer_states[peer]
+  if not st then
+    st = { on_drain = NONE, waiters = NONE }
+    peer_states[peer] = st
+  end
+  return st
+end
+
+function peer_methods.on_drain(self, fn)
+  if type(fn) ~= "function" then bad_argument(1, "peer:on_drain", "function", fn) end
+  append(peer_state(self), "on_drain", fn)
+  return self
+end
+
+local peer_over_budget = peer_methods._over_budget
+peer_methods._over_budget = nil
+function peer_methods.drain(self, timeout)
+  local over, open = peer_over_budget(self)
+  if not open then return nil, "closed" end
+  if not over then return true end
+  return wait(peer_state(self), "peer:drain", "drain", timeout)
+end
+
 local server_events = {}
 
 function server_events.connect(s, peer, request)
@@ -453,6 +531,15 @@ function server_events.close(s, peer, code, reason)
   local st = servers[s]
   if not st then return end
   for _, handler in ipairs(st.on_close) do handler(peer, code, reason) end
+  local pst = peer_states[peer]
+  if pst then wake(pst, is_kind("drain"), nil, "closed") end
+end
+
+function server_events.drain(s, peer)
+  local pst = peer_states[peer]
+  if not pst then return end
+  for _, handler in ipairs(pst.on_drain) do handler(peer) end
+  wake(pst, is_kind("drain"), true)
 end
 
 local function logger(level)

@@ -1,0 +1,277 @@
+import NIOCore
+
+/// A message on its way out of a connection.
+public struct OutboundMessage {
+    /// The payload, or the whole frame when ``framed``.
+    public var data: ByteBuffer
+    /// Text or binary (TCP ignores it).
+    public var kind: WebSocketMessageKind
+    /// Already encoded for the wire (a broadcast's shared frame): written as is.
+    public var framed: Bool
+    /// The payload's size, for the message counters.
+    public var payloadSize: Int
+
+    /// A payload to frame on the way out.
+    public init(_ data: ByteBuffer, kind: WebSocketMessageKind) {
+        self.data = data
+        self.kind = kind
+        self.framed = false
+        self.payloadSize = data.readableBytes
+    }
+
+    /// A frame (or TCP encoding) made once for many peers.
+    public init(frame: ByteBuffer, kind: WebSocketMessageKind, payloadSize: Int) {
+        self.data = frame
+        self.kind = kind
+        self.framed = true
+        self.payloadSize = payloadSize
+    }
+
+    /// What the message weighs in the byte budget.
+    var size: Int { self.data.readableBytes }
+}
+
+/// What an ``OutboundBuffer`` sends through: the transport of a connection or server peer.
+public protocol OutboundWriter: AnyObject {
+    /// Hands one message to the transport.
+    func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome
+    /// `buffered` fell back under half the byte budget after the budget was reached
+    /// (`on_drain`, and what `drain()` waits for).
+    func outboundDrained()
+    /// The budget turned a message away (refused or dropped) for the first time on this
+    /// connection: the one warning the log gets.
+    func outboundFirstReachedBudget()
+}
+
+/// The outbound budget of one connection (client or server peer, WebSocket or TCP): what
+/// the socket cannot take yet waits in a bounded ``SendQueue``, the same queue that holds
+/// messages while the connection is down, so order is kept across both cases.
+///
+/// While a channel is attached and the queue is empty, a message is written straight
+/// through. Once the channel stops being writable (its write-buffer water marks, set
+/// from the budget, are passed), messages wait in the queue; when the channel becomes
+/// writable again, the queue is written out until it is not. The byte bound covers the
+/// queue plus what the channel holds, so `buffered` never passes `bytes` by more than one
+/// batch of direct writes.
+///
+/// ``isHeld`` keeps the queue waiting although a channel is attached: between the open
+/// and the end of the `on_open` handlers (and, with `ready = "manual"`, until the
+/// application says it is ready). It is the only condition on flushing besides
+/// writability.
+///
+/// All methods must be called on the channel's event loop.
+public final class OutboundBuffer {
+    /// How ``OutboundWriter/writeOutbound(_:)`` went.
+    public enum WriteOutcome: Sendable, Hashable {
+        /// The transport took it.
+        case written
+        /// The transport is open but cannot carry this message (a TCP framing's limits):
+        /// it is dropped and counted.
+        case unsendable
+        /// The transport is not open (going down): the message waits for the next open.
+        case down
+    }
+
+    /// What ``offer(_:direct:)`` did with a message.
+    public enum Offer: Sendable, Hashable {
+        /// Handed to the socket.
+        case sent
+        /// Waiting in the queue (perhaps after older messages were dropped for it).
+        case queued
+        /// Thrown away by the overflow rule (`drop_newest`), counted in `dropped`.
+        case dropped
+        /// Refused: the budget is full and the rule is `error` (`nil, "queue full"`).
+        case full
+        /// Refused: larger than the whole byte budget (`nil, "message too large"`).
+        case tooLarge
+        /// The transport cannot carry it (dropped and counted).
+        case unsendable
+    }
+
+    /// The messages waiting.
+    public private(set) var queue: SendQueue<OutboundMessage>
+    /// Receives what is written and the budget's events; held weakly.
+    public weak var writer: OutboundWriter?
+    /// Keeps the queue waiting although a channel is attached; releasing it flushes.
+    public var isHeld = false {
+        didSet { if oldValue && !self.isHeld { self.flush() } }
+    }
+    /// True from the moment the budget turned a message away until `buffered` fell back
+    /// under half of it: `drain()` waits while this holds.
+    public private(set) var budgetReached = false
+    /// The channel's high water mark: a quarter of the byte budget, at most 1 MiB.
+    public let highWater: Int
+
+    private var channel: Channel?
+    private var warned = false
+    private var flushing = false
+    /// Bytes written straight through since the last flush of ours: flushed every
+    /// `highWater` bytes, so that a handler that buffers until a flush (TLS) lets the
+    /// channel see them and turn unwritable.
+    private var unflushed = 0
+
+    /// Creates an empty buffer with the budget `limit` messages / `bytes` bytes.
+    public init(limit: Int = 1024, bytes: Int = 16 << 20, overflow: SendQueue<OutboundMessage>.Overflow = .error) {
+        self.queue = SendQueue(limit: limit, bytes: bytes, overflow: overflow)
+        self.highWater = max(1, min(bytes / 4, 1 << 20))
+    }
+
+    /// Messages waiting (`stats().queued`).
+    public var queued: Int { self.queue.count }
+
+    /// Messages dropped, by overflow, a close or a transport that could not carry them.
+    public var dropped: Int { self.queue.dropped }
+
+    /// Bytes the channel holds that the socket has not taken yet.
+    public var channelBuffered: Int {
+        guard let channel = self.channel, let bytes = try? channel.syncOptions?.getOption(.bufferedWritableBytes) else { return 0 }
+        return bytes
+    }
+
+    /// Bytes waiting (`stats().buffered`): the queue plus what the socket has not taken.
+    public var buffered: Int { self.queue.bytes + self.channelBuffered }
+
+    // MARK: Channel
+
+    /// The transport opened on `channel`: set its water marks and watch its writability.
+    /// Queued messages wait until ``isHeld`` is false (the caller sets it).
+    public func attach(_ channel: Channel) {
+        self.channel = channel
+        self.unflushed = 0
+        let marks = ChannelOptions.Types.WriteBufferWaterMark(low: max(1, self.highWater / 2), high: self.highWater)
+        try? channel.syncOptions?.setOption(.writeBufferWaterMark, value: marks)
+        let watcher = WritabilityWatcher { [weak self] channel in
+            guard let self, self.channel === channel else { return }
+            self.flush()
+        }
+        try? channel.pipeline.syncOperations.addHandler(watcher)
+    }
+
+    /// The transport went down: messages wait in the queue for the next ``attach(_:)``.
+    public func detach() {
+        self.channel = nil
+        self.unflushed = 0
+    }
+
+    // MARK: Sending
+
+    /// Sends `message` now if the socket can take it, else queues it within the budget.
+    /// With `direct`, it is written at once even ahead of the queue or while held (what
+    /// `on_open` sends goes before what was queued); it still must fit the byte budget.
+    public func offer(_ message: OutboundMessage, direct: Bool = false) -> Offer {
+        let size = message.size
+        guard size <= self.queue.byteLimit else { return .tooLarge }
+        if let channel = self.channel {
+            // A message that could pass the budget on top of what the channel holds (only a
+            // large one can) goes through the queue, which counts both.
+            let straight = direct || (!self.isHeld && self.queue.isEmpty && channel.isWritable
+                && (size + self.highWater <= self.queue.byteLimit || size + self.channelBuffered <= self.queue.byteLimit))
+            if straight {
+                if direct && self.buffered + size > self.queue.byteLimit {
+                    self.reached()
+                    return .full
+                }
+                switch self.writer?.writeOutbound(message) ?? .down {
+                case .written:
+                    self.unflushed += size
+                    if self.unflushed >= self.highWater {
+                        self.unflushed = 0
+                        channel.flush()
+                    }
+                    return .sent
+                case .unsendable:
+                    self.queue.countDropped(1)
+                    return .unsendable
+                case .down:
+                    break
+                }
+            }
+        }
+        let result = self.queue.enqueue(message, size: size, alsoBuffered: self.channelBuffered)
+        switch result {
+        case .queued:
+            if self.channel?.isWritable == true { self.flush() }
+            return .queued
+        case .droppedOldest:
+            self.reached()
+            return .queued
+        case .droppedNewest:
+            self.reached()
+            return .dropped
+        case .full:
+            self.reached()
+            return .full
+        case .tooLarge:
+            return .tooLarge
+        }
+    }
+
+    /// Writes the queue out while the channel is writable and nothing holds it; then
+    /// checks whether the budget drained. Called when the channel becomes writable again,
+    /// and by the owner after the open (``isHeld`` released).
+    public func flush() {
+        guard let channel = self.channel, !self.isHeld, !self.flushing else { return }
+        self.flushing = true
+        defer { self.flushing = false }
+        flushing: while !self.queue.isEmpty && channel.isWritable && self.channel === channel {
+            var batch = 0
+            while batch < self.highWater, let message = self.queue.popFirst() {
+                switch self.writer?.writeOutbound(message) ?? .down {
+                case .written:
+                    batch += message.size
+                case .unsendable:
+                    self.queue.countDropped(1)
+                case .down:
+                    self.queue.putBack([(message, message.size)])
+                    channel.flush()
+                    break flushing
+                }
+            }
+            channel.flush()
+        }
+        self.unflushed = 0
+        self.checkDrained()
+    }
+
+    /// Counts a message the owner could not offer (a broadcast a full peer missed).
+    public func countDropped(_ n: Int) {
+        self.queue.countDropped(n)
+    }
+
+    /// `c:close()`: throws the queue away (counted in `dropped`) and returns how many
+    /// messages it held. What the channel already took still goes out.
+    @discardableResult
+    public func dropQueue() -> Int {
+        self.queue.removeAll()
+    }
+
+    private func reached() {
+        self.budgetReached = true
+        if !self.warned {
+            self.warned = true
+            self.writer?.outboundFirstReachedBudget()
+        }
+    }
+
+    private func checkDrained() {
+        guard self.budgetReached, self.buffered < self.queue.byteLimit / 2, self.queue.count <= self.queue.limit / 2 else { return }
+        self.budgetReached = false
+        self.writer?.outboundDrained()
+    }
+}
+
+/// Tells its owner when the channel becomes writable again; added last in the pipeline.
+private final class WritabilityWatcher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private let becameWritable: (Channel) -> Void
+
+    init(_ becameWritable: @escaping (Channel) -> Void) {
+        self.becameWritable = becameWritable
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        context.fireChannelWritabilityChanged()
+        if context.channel.isWritable { self.becameWritable(context.channel) }
+    }
+}
