@@ -167,7 +167,7 @@ extension ScriptRuntime {
 
     /// The warning a connection or peer logs the first time its budget turned a message away.
     func warnBudgetReached(_ what: String, queued: Int, buffered: Int) {
-        options.logger.warning("\(what) reached its send budget (\(queued) messages, \(buffered) bytes waiting): the peer reads slower than the script sends")
+        options.logger.warning("\(what) reached its send budget (\(queued) messages, \(buffered) bytes waiting): sends are refused or dropped until it drains")
     }
 
     /// Calls the prelude's dispatcher for `event` with the connection and what `push` pushes.
@@ -308,7 +308,7 @@ struct ConnectOptions {
             switch value {
             case .nil: continue
             case .integer(let i) where i > 0: n = Int(i)
-            case .number(let d) where d >= 1 && d < 9e18: n = Int(d)
+            case .number(let d) where d >= 1 && d < 9e18 && d.rounded() == d: n = Int(d)
             case .integer(let i): throw queue.error(key, "a positive number expected, got \(i)")
             case .number(let d): throw queue.error(key, "a positive number expected, got \(d)")
             default: throw queue.error(key, "a positive number expected, got \(value.typeName)")

@@ -78,6 +78,6 @@ struct CommandRunner {
     }
 }
 
-private final class DataBox: @unchecked Sendable {
+final class DataBox: @unchecked Sendable {
     var data = Data()
 }
