@@ -124,9 +124,7 @@ public final class MessageServer {
             case .full, .tooLarge, .dropped, .unsendable:
                 // Refusals are counted here; drops and unsendable ones were already.
                 if offer == .full || offer == .tooLarge { peer.outbound.countDropped(1) }
-                if self.options.slowPeer == .close && offer != .unsendable {
-                    try? peer.close(code: WebSocketCloseCode.policyViolation, reason: "too slow")
-                }
+                if self.options.slowPeer == .close && offer != .unsendable { peer.closeForBeingSlow() }
             }
         }
         return reached

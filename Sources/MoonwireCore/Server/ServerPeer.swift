@@ -40,6 +40,9 @@ public final class ServerPeer {
     private var heartbeat: HeartbeatMonitor
     private var heartbeatTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
     private var resumeTimer: Scheduled<Void>?
+    /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
+    /// close frame came back (the peer does not read, so it rarely does).
+    private var slowClose: (code: UInt16, reason: String)?
 
     init(id: Int, channel: Channel, request: ServerPeerRequest, server: MessageServer) {
         self.id = id
@@ -221,8 +224,21 @@ public final class ServerPeer {
         self.server?.peer(self, didFail: error)
     }
 
+    /// `slow_peer = "close"`: closes with 1008 "too slow", and reports that code and reason
+    /// even when the peer, not reading, never answers the close frame.
+    func closeForBeingSlow() {
+        guard self.isOpen else { return }
+        self.slowClose = (WebSocketCloseCode.policyViolation, "too slow")
+        try? self.close(code: WebSocketCloseCode.policyViolation, reason: "too slow")
+    }
+
     private func closed(_ info: WebSocketCloseInfo) {
         guard !self.isClosed else { return }
+        var info = info
+        if let slow = self.slowClose, info.code == WebSocketCloseCode.abnormal || info.code == WebSocketCloseCode.noStatus {
+            info.code = slow.code
+            info.reason = slow.reason
+        }
         self.isClosed = true
         self.outbound.dropQueue()
         self.outbound.detach()

@@ -56,5 +56,5 @@ while not closed_with and sent < 100000 do
   sent = sent + 1
   if sent % 50 == 0 then mw.sleep(0.001) end
 end
-print(("closed_with=%s after=%d"):format(tostring(closed_with), sent))
+print(("closed_with=%s after=%d"):format((tostring(closed_with):gsub(" ", "_")), sent))
 mw.exit(0)
