@@ -21,7 +21,7 @@ local function parse(argv)
     a[key] = numeric[key] and math.tointeger(tonumber(value)) or value
     i = i + 2
   end
-  a.type = a.type or (a.workload == "pipelined" and "binary" or "text")
+  a.type = a.type or ((a.workload == "pipelined" or a.workload == "drained") and "binary" or "text")
   if a.window == 0 then a.window = math.max(16, math.min(1024, (4 * 1048576) // math.max(1, a.size))) end
   if a.warmup < 0 then a.warmup = math.min(1000, a.n // 10) end
   return a
@@ -131,6 +131,38 @@ local function pipelined()
   pump(c)
 end
 
+-- pipelined paced by the send budget instead of a window: send as fast as
+-- c:send takes messages, c:drain() when it refuses ("queue full"); the echoes
+-- are counted as they come. Measures what bounding the queue costs.
+local function drained()
+  local msg, kind, n = string.rep("a", a.size), a.type, a.n
+  local recv, t0, refusals = 0, 0, 0
+  local c = open(a.url)
+  c:on_close(function(_, code, reason) fail("disconnected early: " .. code .. " " .. reason) end)
+  c:on_message(function(conn, m)
+    if #m ~= a.size then return fail("bad echo length") end
+    recv = recv + 1
+    if recv >= n then
+      local elapsed = now() - t0
+      return finish(conn, {
+        ok = true, elapsed_s = elapsed, refusals = refusals, msgs_per_s = n / elapsed,
+        mib_per_s = n * a.size / elapsed / 1048576,
+      })
+    end
+  end)
+  t0 = now()
+  local sent = 0
+  while sent < n do
+    if c:send(msg, kind) then
+      sent = sent + 1
+    else
+      refusals = refusals + 1
+      local ok, err = c:drain(120)
+      if not ok then return fail("drain: " .. tostring(err)) end
+    end
+  end
+end
+
 local function fanout()
   local C = a.conns
   local cur, tick_start, got, late = -1, 0, 0, 0
@@ -236,6 +268,6 @@ local function fanout()
   mw.exit(0)
 end
 
-local workloads = { rtt = rtt, pipelined = pipelined, fanout = fanout }
+local workloads = { rtt = rtt, pipelined = pipelined, drained = drained, fanout = fanout }
 local run = workloads[a.workload] or error("unknown workload '" .. tostring(a.workload) .. "'", 0)
 run()

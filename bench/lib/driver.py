@@ -42,7 +42,7 @@ QUICK = {"N_RTT": "5000", "PIPE": "32:20000,1024:10000,65536:500", "CONNS": "200
 KNOBS = ("QUICK", "WORKLOADS", "PEERS", "REPEAT", "N_RTT", "PIPE", "PIPE_TYPE", "CONNS", "FANOUT_T",
          "FANOUT_REPEAT", "CONNECT_CONCURRENCY", "IDLE_CONNS", "HEARTBEAT", "IDLE_SECONDS",
          "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN")
-ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "spread", "conns", "fanout")
+ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "drained", "spread", "conns", "fanout")
 ALL_PEERS = ("node-ws", "websockets", "picows", "moonwire")
 PORT_BUDGET = 24000  # of the 28232 ephemeral ports (32768-60999); tcp_tw_reuse=2 reuses loopback ones
 SETTLE_S = 2
@@ -279,7 +279,7 @@ def client_args(url, spec, label):
 def peer_run(peer, server, spec, rep):
     """One client run against a fresh echo server; the client's JSON line plus
     what the driver measured around it."""
-    pin = spec["workload"] in ("rtt", "pipelined")
+    pin = spec["workload"] in ("rtt", "pipelined", "drained")
     ids = {"peer": peer, "server": server, "workload": spec["workload"], "size": spec.get("size"),
            "n": spec.get("n"), "conns": spec.get("conns"), "rep": rep, "pinned": pin}
     try:
@@ -330,6 +330,38 @@ def section_echo(workload):
             for peer, server in pairs[shift:] + pairs[:shift]:
                 runs.append(peer_run(peer, server, spec, rep))
     return runs
+
+
+def section_drained():
+    """The send budget's cost: the moonwire client against the picows echo at 1 KiB and
+    64 KiB, pipelined (a window of messages in flight, the queue never full) and drained
+    (send until "queue full", then c:drain()), alternating, REPEAT times each."""
+    runs = []
+    for size, n in CFG.pipe:
+        if size not in (1024, 65536):
+            continue
+        for rep in range(CFG.repeat):
+            order = ("pipelined", "drained") if rep % 2 == 0 else ("drained", "pipelined")
+            for workload in order:
+                spec = {"workload": workload, "n": n, "size": size, "type": CFG.pipe_type, "timeout": 300}
+                runs.append(peer_run("moonwire", "picows", spec, rep))
+    return runs
+
+
+def summarize_drained(runs):
+    rows = []
+    for size in sorted({r["size"] for r in runs}):
+        pipe = median([r.get("msgs_per_s") for r in runs if r["size"] == size and r["workload"] == "pipelined"])
+        drained = [r for r in runs if r["size"] == size and r["workload"] == "drained"]
+        rate = median([r.get("msgs_per_s") for r in drained])
+        rows.append({"size": size, "n": drained[0].get("n") if drained else None,
+                     "ok": all(r.get("ok") for r in runs if r["size"] == size),
+                     "pipelined_msgs_per_s": pipe, "drained_msgs_per_s": rate,
+                     "drained_mib_per_s": median([r.get("mib_per_s") for r in drained]),
+                     "refusals": median([r.get("refusals") for r in drained]),
+                     "maxrss_kb": median([r.get("maxrss_kb") for r in drained]),
+                     "ratio": rate / pipe if rate and pipe else None})
+    return rows
 
 
 def section_fanout():
@@ -526,6 +558,10 @@ def targets(summary):
     row = find(fanout, conns=10000, peer="moonwire", ok=True) or {}
     add("fanout 10 000 clients: moonwire spread p99 < 40 ms (worst tick)", row.get("spread_p99_ms_max"),
         "{:.1f} ms", lambda v: v < 40)
+    for size in (1024, 65536):
+        row = find(summary.get("drained", []), size=size) or {}
+        add(f"drained {fmt_size(size)}: drain-paced ≥ 0.9× pipelined msgs/s (moonwire → picows)",
+            row.get("ratio"), "{:.2f}×", lambda v: v >= 0.9)
     row = find(dispatch, measured=True) or {}
     add("dispatch < 0.5 µs (moonwire-bench dispatch_ns)", row.get("dispatch_ns"), "{:.0f} ns", lambda v: v < 500)
     return out
@@ -652,6 +688,17 @@ def render_md(meta, summary, runs, target_rows):
         lines += ["## rtt and pipelined", "",
                   "“moonwire ÷ client” is the moonwire client's median msgs/s against the picows server "
                   "divided by this row's.", ""] + echo_tables(summary["echo"])
+    if summary.get("drained"):
+        lines += ["## drained — send budget vs pipelined (moonwire client, picows echo, "
+                  f"CPU {CFG.cpu})", "",
+                  "drained: `if not c:send(m) then c:drain() end` with the default budget (1024 messages, "
+                  "16 MiB); pipelined: the window above, the queue never full.", "",
+                  table(["size", "n", "ok", "pipelined msgs/s", "drained msgs/s", "drained MiB/s",
+                         "drained ÷ pipelined", "refusals", "max RSS MiB"],
+                        [[fmt_size(r["size"]), f"{r['n']:,}" if r["n"] else "–", fmt(r["ok"]),
+                          fmt(r["pipelined_msgs_per_s"]), fmt(r["drained_msgs_per_s"]),
+                          fmt(r["drained_mib_per_s"], 1), fmt(r["ratio"], 2), fmt(r["refusals"]),
+                          fmt(mib(r["maxrss_kb"]), 1)] for r in summary["drained"]]), ""]
     if summary.get("fanout"):
         lines += ["## fanout", ""] + fanout_tables(summary["fanout"])
     if summary.get("conns"):
@@ -760,11 +807,11 @@ def main():
                 summary["echo"] = summarize_echo([r for r in runs if r.get("workload") in ("rtt", "pipelined")])
                 continue
             new = {"dispatch": section_dispatch, "spread": section_spread, "conns": section_conns,
-                   "fanout": section_fanout}[workload]()
+                   "fanout": section_fanout, "drained": section_drained}[workload]()
             for r in new:
                 r.setdefault("workload", workload)
             runs += new
-            summary[workload] = new
+            summary[workload] = summarize_drained(new) if workload == "drained" else new
         complete = True
     except SystemExit as e:
         stopped = f"stopped by signal (exit {e.code})"
