@@ -83,32 +83,23 @@ import Glibc
     /// broadcast, the stalled one's misses are counted, memory stays bounded; with
     /// `slow_peer = "close"` the stalled one is closed with 1008 "too slow".
     @Test func broadcastToAStalledClient() throws {
-        let (process, out, err) = CommandRunner.process(["run", Self.fixture("broadcast.lua")])
-        try process.run()
-        let stderr = DataBox()
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async {
-            stderr.data = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
         // "ready PORT PORT": the fast clients are in; now the stalled ones.
-        var first = Data()
-        while !first.contains(0x0A) {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            first.append(chunk)
+        var stalled: [Int32] = []
+        let run = try CommandRunner.run(["run", Self.fixture("broadcast.lua")]) { stdout in
+            var first = Data()
+            while !first.contains(0x0A) {
+                let chunk = stdout.availableData
+                if chunk.isEmpty { break }
+                first.append(chunk)
+            }
+            let ready = String(decoding: first, as: UTF8.self).split(separator: "\n").first ?? ""
+            stalled = ready.split(separator: " ").dropFirst().compactMap { Int($0) }.map { Self.stalledWebSocketClient(port: $0) }
+            return first
         }
-        let ready = String(decoding: first, as: UTF8.self).split(separator: "\n").first ?? ""
-        let ports = ready.split(separator: " ").dropFirst().compactMap { Int($0) }
-        #expect(ports.count == 2, "\(ready)")
-        let stalled = ports.map { Self.stalledWebSocketClient(port: $0) }
-        let rest = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
         for fd in stalled where fd >= 0 { close(fd) }
-        #expect(process.terminationStatus == 0, "\(String(decoding: stderr.data, as: UTF8.self))")
-        let lines = String(decoding: first + rest, as: UTF8.self).split(separator: "\n")
+        #expect(stalled.count == 2 && stalled.allSatisfy { $0 >= 0 }, "\(run.stdout)")
+        #expect(run.status == 0, "\(run.stderr)")
+        let lines = run.stdout.split(separator: "\n")
         let r = Self.report(lines.first { $0.hasPrefix("fast_all=") } ?? "")
         #expect(r["fast_all"] == "true", "\(r)")
         #expect(r["ordered"] == "true")

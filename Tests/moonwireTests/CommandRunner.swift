@@ -42,7 +42,12 @@ struct CommandRunner {
     }
 
     /// `input` is written to the command's stdin, which is then closed unless `closeInput` is false.
-    static func run(_ arguments: [String], input: String? = nil, closeInput: Bool = true) throws -> Result {
+    /// `whileRunning` may read the start of stdout (and act on it) before the rest is read;
+    /// what it returns is the start of `stdout`.
+    static func run(
+        _ arguments: [String], input: String? = nil, closeInput: Bool = true,
+        whileRunning: ((FileHandle) -> Data)? = nil
+    ) throws -> Result {
         let stdin = input.map { _ in Pipe() }
         let (process, out, err) = process(arguments, input: stdin)
         try process.run()
@@ -58,7 +63,8 @@ struct CommandRunner {
             stderrData.data = err.fileHandleForReading.readDataToEndOfFile()
             group.leave()
         }
-        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+        var stdoutData = whileRunning?(out.fileHandleForReading) ?? Data()
+        stdoutData += out.fileHandleForReading.readDataToEndOfFile()
         group.wait()
         process.waitUntilExit()
         return Result(
@@ -78,6 +84,6 @@ struct CommandRunner {
     }
 }
 
-final class DataBox: @unchecked Sendable {
+private final class DataBox: @unchecked Sendable {
     var data = Data()
 }

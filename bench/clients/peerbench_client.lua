@@ -103,6 +103,14 @@ local function rtt()
   c:send(msg, kind)
 end
 
+-- The result of a throughput run that started at t0: fields plus the rates.
+local function throughput(t0, fields)
+  local elapsed = now() - t0
+  fields.ok, fields.elapsed_s = true, elapsed
+  fields.msgs_per_s, fields.mib_per_s = a.n / elapsed, a.n * a.size / elapsed / 1048576
+  return fields
+end
+
 local function pipelined()
   local msg, kind, n, window = string.rep("a", a.size), a.type, a.n, a.window
   local refill = math.max(1, window >> 2)
@@ -118,13 +126,7 @@ local function pipelined()
   c:on_message(function(conn, m)
     if #m ~= a.size then return fail("bad echo length") end
     recv = recv + 1
-    if recv >= n then
-      local elapsed = now() - t0
-      return finish(conn, {
-        ok = true, elapsed_s = elapsed, window = window, msgs_per_s = n / elapsed,
-        mib_per_s = n * a.size / elapsed / 1048576,
-      })
-    end
+    if recv >= n then return finish(conn, throughput(t0, { window = window })) end
     if window - (sent - recv) >= refill then pump(conn) end
   end)
   t0 = now()
@@ -142,13 +144,7 @@ local function drained()
   c:on_message(function(conn, m)
     if #m ~= a.size then return fail("bad echo length") end
     recv = recv + 1
-    if recv >= n then
-      local elapsed = now() - t0
-      return finish(conn, {
-        ok = true, elapsed_s = elapsed, refusals = refusals, msgs_per_s = n / elapsed,
-        mib_per_s = n * a.size / elapsed / 1048576,
-      })
-    end
+    if recv >= n then return finish(conn, throughput(t0, { refusals = refusals })) end
   end)
   t0 = now()
   local sent = 0
