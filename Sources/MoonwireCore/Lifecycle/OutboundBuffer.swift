@@ -84,7 +84,7 @@ public final class OutboundBuffer {
         case full
         /// Refused: larger than the whole byte budget (`nil, "message too large"`).
         case tooLarge
-        /// The transport cannot carry it (dropped and counted).
+        /// The transport cannot carry it (a TCP framing's limits): not taken.
         case unsendable
     }
 
@@ -180,7 +180,7 @@ public final class OutboundBuffer {
                     }
                     return .sent
                 case .unsendable:
-                    self.queue.countDropped(1)
+                    // The sender is told (not counted as dropped, like a refusal).
                     return .unsendable
                 case .down:
                     break

@@ -122,8 +122,8 @@ public final class MessageServer {
             case .sent, .queued:
                 reached += 1
             case .full, .tooLarge, .dropped, .unsendable:
-                // Refusals are counted here; drops and unsendable ones were already.
-                if offer == .full || offer == .tooLarge { peer.outbound.countDropped(1) }
+                // A peer that could not take it counts it (drops by overflow already are).
+                if offer != .dropped { peer.outbound.countDropped(1) }
                 if self.options.slowPeer == .close && offer != .unsendable { peer.closeForBeingSlow() }
             }
         }
