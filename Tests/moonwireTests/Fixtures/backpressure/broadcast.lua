@@ -49,12 +49,13 @@ local st = stalled:stats()
 print(("fast_all=%s ordered=%s took=%d stalled_sent=%d stalled_queued=%d stalled_dropped=%d max_rss_mib=%.1f")
   :format(tostring(fast_all), tostring(ordered), took, st.sent, st.queued, st.dropped, max_rss))
 
--- slow_peer = "close": broadcast to the stalled client until it is closed.
-local sent = 0
-while not closed_with and sent < 100000 do
-  closer:broadcast(string.rep("c", 4096))
+-- slow_peer = "close": broadcast to the stalled client until it is closed (a
+-- broadcast no peer took), then wait for on_close.
+local sent, block = 0, string.rep("c", 4096)
+while closer:broadcast(block) > 0 do
   sent = sent + 1
   if sent % 50 == 0 then mw.sleep(0.001) end
 end
+while not closed_with do mw.sleep(0.01) end
 print(("closed_with=%s after=%d"):format((tostring(closed_with):gsub(" ", "_")), sent))
 mw.exit(0)

@@ -25,7 +25,7 @@ local accepted, refused, max_buffered, other = 0, 0, 0, "none"
 local message = string.pack(">I4", 1) .. payload
 local start = mw.now()
 while mw.now() - start < PAUSE do
-  local ok, err = c:send(message)
+  local ok, err = c:send(message, "binary")
   if ok then
     accepted = accepted + 1
     message = string.pack(">I4", accepted + 1) .. payload
