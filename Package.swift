@@ -22,6 +22,11 @@ let package = Package(
             pkgConfig: "lua5.4",
             providers: [.apt(["liblua5.4-dev"])]
         ),
+        .systemLibrary(
+            name: "CLibEdit",
+            pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"])]
+        ),
         .target(
             name: "CLuaShim",
             dependencies: ["CLua"]
@@ -52,6 +57,7 @@ let package = Package(
             dependencies: [
                 "MoonwireCore",
                 "MoonwireLua",
+                "CLibEdit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -69,7 +75,7 @@ let package = Package(
             exclude: ["Peers"]
         ),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
-        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures"]),
+        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures", "Interactive"]),
     ],
     swiftLanguageModes: [.v5]
 )

@@ -10,6 +10,8 @@ public protocol ManagedConnectionDelegate: AnyObject {
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError)
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport)
+    /// A WebSocket pong arrived (answering a heartbeat's ping or one sent with `ping`).
+    func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer)
     /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
     /// An application-level heartbeat is due: the message to send.
@@ -24,6 +26,7 @@ extension ManagedConnectionDelegate {
     }
     public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? { nil }
     public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool { false }
+    public func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer) {}
 }
 
 /// A long-lived client connection as the scripting API presents it: a
@@ -346,6 +349,7 @@ public final class ManagedConnection {
 
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
         heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+        delegate?.managedConnection(self, didReceivePong: payload)
     }
 
     fileprivate func socketFailed(_ error: WebSocketConnectionError) {
