@@ -8,46 +8,46 @@ struct Connect: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Talk to a WebSocket or TCP server: input lines go out, messages print.",
         discussion: """
-            At a terminal: line editing, history, /help for commands (/ping, /close, \
-            /binary, /file, /stats); // sends a line starting with /. End of input \
-            closes with 1000. Exit: 0 after a 1000/1001 close, 1 after any other or a \
-            failed connect, 2 for bad usage, 130 after Ctrl-C. See docs/cli.md.
+            /help lists the commands (/ping, /close, /binary, /file, /stats). Exit: 0 \
+            after a 1000/1001 close, 1 after another or a failed connect, 2 for bad \
+            usage, 130 after Ctrl-C. More in docs/cli.md and man moonwire.
             """
     )
 
-    @OptionGroup var global: GlobalOptions
+    /// Accepted as everywhere; hidden so that --help fits one screen.
+    @OptionGroup(visibility: .hidden) var global: GlobalOptions
 
-    @Option(name: [.customShort("H"), .long], help: ArgumentHelp("A handshake header, 'Name: value' (repeatable).", valueName: "header"))
+    @Option(name: [.customShort("H"), .long], help: ArgumentHelp("A header 'Name: value' (repeatable).", valueName: "header"))
     var header: [String] = []
 
-    @Option(name: [.short, .long], help: "A subprotocol to offer (repeatable).")
+    @Option(name: [.short, .long], help: ArgumentHelp("A subprotocol to offer (repeatable).", valueName: "name"))
     var subprotocol: [String] = []
 
     @Option(name: [.customShort("x"), .long], help: ArgumentHelp("Send this after connecting (repeatable).", valueName: "message"))
     var execute: [String] = []
 
-    @Option(name: [.short, .long], help: ArgumentHelp("After input ends, stay this long, then close.", valueName: "seconds"))
+    @Option(name: [.short, .long], help: ArgumentHelp("Stay this long after input ends.", valueName: "seconds"))
     var wait: Double?
 
-    @Option(help: ArgumentHelp("tcp/tls: line, crlf, raw or length:N.", valueName: "framing"))
+    @Option(help: ArgumentHelp("tcp/tls: line, crlf, raw, length:N.", valueName: "framing"))
     var framing = "line"
 
-    @Option(help: ArgumentHelp("Largest message to accept, such as 16M.", valueName: "bytes"))
+    @Option(help: ArgumentHelp("Largest message accepted.", valueName: "bytes"))
     var maxMessage = "16M"
 
-    @Option(help: ArgumentHelp("Ping after this much silence; 0 for never.", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
     var heartbeat: Double = 0
 
-    @Flag(help: "Reconnect with backoff when the connection is lost.")
+    @Flag(help: "Reconnect with backoff when it is lost.")
     var reconnect = false
 
     @Flag(help: "Offer permessage-deflate compression.")
     var compress = false
 
-    @Option(help: ArgumentHelp("Trust the CA certificates in this PEM file.", valueName: "file"))
+    @Option(help: ArgumentHelp("Trust the CAs in this PEM file.", valueName: "file"))
     var ca: String?
 
-    @Flag(help: "Do not verify the server's certificate.")
+    @Flag(help: "Skip certificate verification.")
     var insecure = false
 
     @OptionGroup(title: "Display") var session: SessionOptions

@@ -15,7 +15,8 @@ struct Listen: ParsableCommand {
             """
     )
 
-    @OptionGroup var global: GlobalOptions
+    /// Accepted as everywhere; hidden so that --help fits one screen.
+    @OptionGroup(visibility: .hidden) var global: GlobalOptions
 
     @Flag(help: "Send every message back to the peer that sent it.")
     var echo = false

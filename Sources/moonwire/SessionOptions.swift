@@ -7,10 +7,10 @@ struct SessionOptions: ParsableArguments {
         case hex, base64, text
     }
 
-    @Flag(name: .customLong("binary"), help: "Input lines are hex, sent as binary messages.")
+    @Flag(name: .customLong("binary"), help: "Input lines are hex, sent as binary.")
     var hexInput = false
 
-    @Option(help: "Show binary messages as hex (a hexdump at a terminal), base64 or text.")
+    @Option(help: ArgumentHelp("Show binary as hex, base64 or text.", valueName: "form"))
     var binaryAs: BinaryForm = .hex
 
     @Flag(help: "Pretty-print messages that are JSON.")
@@ -19,10 +19,10 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "Put the time in front of every line.")
     var timestamps = false
 
-    @Flag(help: "No colours (NO_COLOR in the environment does the same).")
+    @Flag(help: "No colours (as NO_COLOR=1).")
     var noColor = false
 
-    @Flag(help: "Print every event as a JSON object on a line of its own.")
+    @Flag(help: "Every event as a line of JSON.")
     var jsonl = false
 
     /// Line editor and prompt: stdin and stdout are terminals, and no machine output was asked for.
