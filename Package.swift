@@ -59,7 +59,8 @@ let package = Package(
                 "MoonwireLua",
                 "CLibEdit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            resources: [.embedInCode("resources/listen_script.lua")]
         ),
         .executableTarget(
             name: "moonwire-bench",

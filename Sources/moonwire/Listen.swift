@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MoonwireCore
+import MoonwireLua
 import NIOCore
 import NIOPosix
 
@@ -42,6 +43,9 @@ struct Listen: ParsableCommand {
     @Option(help: ArgumentHelp("The certificate's PEM private key.", valueName: "file"))
     var tlsKey: String?
 
+    @Option(help: ArgumentHelp("Hand every event to this Lua file's on_connect, on_message and on_close.", valueName: "file"))
+    var script: String?
+
     @OptionGroup(title: "Display") var session: SessionOptions
 
     @Argument(help: "Where to listen: ws://HOST:PORT[/path], tcp://HOST:PORT, or a port (0 picks a free one).")
@@ -80,6 +84,7 @@ struct Listen: ParsableCommand {
 
     func run() throws {
         let (target, options) = try makeOptions()
+        if let script { return try runScript(script, target) }
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: target.kind == .tcp)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -92,5 +97,27 @@ struct Listen: ParsableCommand {
         signals.cancel()
         console.finish()
         ProcessEnd.exit(code, parking: [loop])
+    }
+
+    /// `--script`: the server lives in a Lua state, which prints the events and calls the
+    /// file's handlers (Sources/moonwire/resources/listen_script.lua).
+    private func runScript(_ file: String, _ target: ServerURL) throws {
+        try ScriptFile.checkReadable(file)
+        let framingArgument = target.kind == .tcp ? framing : ""
+        let arguments = [
+            target.description, file, echo ? "1" : "", relay ? "1" : "", framingArgument,
+            "\(try ArgumentValues.size(maxMessage, flag: "--max-message"))", subprotocol.joined(separator: ","),
+            compress ? "1" : "", tlsCert ?? "", tlsKey ?? "",
+        ]
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let runtime = ScriptRuntime(
+            eventLoop: group.next(),
+            options: .init(keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1)
+        )
+        let signals = SignalTrap { runtime.shutdown(signal: $0) }
+        let source = String(decoding: PackageResources.listen_script_lua, as: UTF8.self)
+        let code = try runtime.run(source: source, chunkName: "moonwire listen", arguments: arguments).wait()
+        signals.cancel()
+        ProcessEnd.exit(code, parking: [runtime.eventLoop])
     }
 }

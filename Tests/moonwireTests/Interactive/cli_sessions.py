@@ -318,6 +318,37 @@ def case_listen_pipes():
             listen.kill()
 
 
+def case_listen_script():
+    handlers = os.path.join(HOME, "handlers.lua")
+    with open(handlers, "w") as f:
+        f.write(
+            "local server = ...\n"
+            "function on_connect(peer) peer:send('welcome ' .. peer.id) end\n"
+            "function on_message(peer, msg)\n"
+            "  if msg == 'boom' then error('boom') end\n"
+            "  peer:send('got ' .. msg .. ' of ' .. #server:peers())\n"
+            "end\n"
+        )
+    listen = subprocess.Popen([MOONWIRE, "listen", "--script", handlers, "ws://127.0.0.1:0"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        line = listen.stderr.readline()
+        found = re.search(r"listening on (ws://[0-9.:]+/)", line)
+        check(found, f"first line {line!r}")
+        r = run("connect", found.group(1), input="ping\n")
+        check(r.returncode == 0 and r.stdout == "welcome 1\ngot ping of 1\n", f"exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        check(listen.stdout.readline().startswith("[1] connected from 127.0.0.1:"), "no connect line")
+        check(listen.stdout.readline() == "[1] < ping\n", "no message line")
+        # An error in a handler points at the handler's line and ends listen with 1.
+        run("connect", found.group(1), input="boom\n")
+        check(listen.wait(timeout=DEADLINE) == 1, f"listen exit {listen.returncode}")
+        rest = listen.stderr.read()
+        check("handlers.lua:4: boom" in rest, f"stderr {rest!r}")
+    finally:
+        if listen.poll() is None:
+            listen.kill()
+
+
 def main():
     name = sys.argv[2]
     try:
