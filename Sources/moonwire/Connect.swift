@@ -29,8 +29,8 @@ struct Connect: ParsableCommand {
     @Option(name: [.short, .long], help: ArgumentHelp("Stay this long after input ends.", valueName: "seconds"))
     var wait: Double?
 
-    @Option(help: ArgumentHelp("tcp/tls: line, crlf, raw, length:N.", valueName: "framing"))
-    var framing = "line"
+    @Option(help: ArgumentHelp("tcp/tls: line (default), crlf, raw, length:N.", valueName: "framing"))
+    var framing: String?
 
     @Option(help: ArgumentHelp("Largest message accepted.", valueName: "bytes"))
     var maxMessage = "16M"
@@ -76,7 +76,7 @@ struct Connect: ParsableCommand {
         }
         switch target {
         case .webSocket:
-            guard framing == "line" else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
             configuration.socket.protocols = subprotocol
             configuration.socket.compress = compress
             configuration.socket.maxMessage = maxBytes
@@ -94,7 +94,7 @@ struct Connect: ParsableCommand {
             for (flag, used) in [("-H", !header.isEmpty), ("--subprotocol", !subprotocol.isEmpty), ("--compress", compress), ("--heartbeat", heartbeat > 0)] where used {
                 throw ValidationError("\(flag) is for ws:// and wss:// URLs; TCP has no handshake or ping")
             }
-            configuration.tcp = TCPClientOptions(framing: try ArgumentValues.framing(framing, max: maxBytes), tls: tls)
+            configuration.tcp = TCPClientOptions(framing: try ArgumentValues.framing(framing ?? "line", max: maxBytes), tls: tls)
         }
         return (target, configuration)
     }

@@ -28,8 +28,8 @@ struct Listen: ParsableCommand {
     @Option(name: [.short, .long], help: "A subprotocol to accept (repeatable).")
     var subprotocol: [String] = []
 
-    @Option(help: ArgumentHelp("tcp/tls: line, crlf, raw or length:N.", valueName: "framing"))
-    var framing = "line"
+    @Option(help: ArgumentHelp("tcp/tls: line (default), crlf, raw, length:N.", valueName: "framing"))
+    var framing: String?
 
     @Option(help: ArgumentHelp("Largest message to accept, such as 16M.", valueName: "bytes"))
     var maxMessage = "16M"
@@ -74,10 +74,10 @@ struct Listen: ParsableCommand {
         }
         switch target.kind {
         case .webSocket:
-            guard framing == "line" else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
         case .tcp:
             guard subprotocol.isEmpty, !compress else { throw ValidationError("--subprotocol and --compress are for ws:// URLs") }
-            options.framing = try ArgumentValues.framing(framing, max: maxBytes)
+            options.framing = try ArgumentValues.framing(framing ?? "line", max: maxBytes)
         }
         return (target, options)
     }
@@ -103,7 +103,7 @@ struct Listen: ParsableCommand {
     /// file's handlers (Sources/moonwire/resources/listen_script.lua).
     private func runScript(_ file: String, _ target: ServerURL) throws {
         try ScriptFile.checkReadable(file)
-        let framingArgument = target.kind == .tcp ? framing : ""
+        let framingArgument = target.kind == .tcp ? framing ?? "line" : ""
         let arguments = [
             target.description, file, echo ? "1" : "", relay ? "1" : "", framingArgument,
             "\(try ArgumentValues.size(maxMessage, flag: "--max-message"))", subprotocol.joined(separator: ","),

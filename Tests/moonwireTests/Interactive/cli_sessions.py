@@ -52,6 +52,8 @@ class WebSocketServer:
                         await ws.send(b"\x00\x01hello\xff")
                     elif message == "__json__":
                         await ws.send('{"a":1,"b":[true,null],"c":{}}')
+                    elif message == "__drop__":
+                        ws.transport.abort()
                     elif message == "__badutf8__":
                         ws.transport.write(bytes([0x81, 0x02, 0xFF, 0xFE]))  # a text frame that is not UTF-8
                     elif isinstance(message, str) and message.startswith("__close__ "):
@@ -255,6 +257,10 @@ def case_exit_codes():
         check(len(lines) == 1 and words in lines[0], f"{args}: stderr {r.stderr!r}")
     help = run("connect", "-h")
     check(help.returncode == 0 and "--header" in help.stdout, "connect -h is not help")
+    check(run("listen", "-h").returncode == 0, "listen -h is not help")
+    for args in (["listen", "wss://127.0.0.1:0"], ["listen", "--tls-key", "k.pem", "9000"], ["listen", "--framing", "line", "ws://127.0.0.1:0"]):
+        r = run(*args)
+        check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, f"{args}: exit {r.returncode} {r.stderr!r}")
     rows = help.stdout.count("\n")
     check(rows <= 45, f"connect --help is {rows} lines")
 
@@ -264,6 +270,19 @@ def case_tcp_line():
     r = run("connect", server.url, input="abc\ndéf\n")
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
     check(r.stdout == "ABC\nDéF\n", f"stdout {r.stdout!r}")
+    # length:2 framing, both ways, with moonwire listen --echo as the peer.
+    listen = subprocess.Popen([MOONWIRE, "listen", "--echo", "--framing", "length:2", "tcp://127.0.0.1:0"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        found = re.search(r"listening on (tcp://[0-9.:]+)", listen.stderr.readline())
+        check(found, "listen did not say where it listens")
+        r = run("connect", "--framing", "length:2", "-w", "0.5", found.group(1), input="framed\n/binary 00ff\n")
+        check(r.returncode == 0 and r.stdout == "framed\n00ff\n", f"length:2: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        listen.send_signal(signal.SIGINT)
+        check(listen.wait(timeout=DEADLINE) == 130, f"listen exit {listen.returncode}")
+    finally:
+        if listen.poll() is None:
+            listen.kill()
 
 
 def case_listen_relay():
@@ -344,6 +363,46 @@ def case_listen_script():
         check(listen.wait(timeout=DEADLINE) == 1, f"listen exit {listen.returncode}")
         rest = listen.stderr.read()
         check("handlers.lua:4: boom" in rest, f"stderr {rest!r}")
+    finally:
+        if listen.poll() is None:
+            listen.kill()
+
+
+def case_tty_reconnect():
+    server = WebSocketServer()
+    c = spawn("connect", "--reconnect", server.url, NO_COLOR="1")
+    c.expect("connected to")
+    c.sendline("__drop__")
+    c.expect(r"connection lost: 1006")
+    c.expect(r"reconnecting in [0-9.]+ s \(attempt 1\)")
+    c.expect("reconnected to")
+    c.sendline("after")
+    c.expect("< after")
+    c.sendcontrol("d")
+    status = ended(c)
+    check(status == 0, f"exit after Ctrl-D: {status}")
+
+
+def case_tls():
+    # A self-signed certificate for 127.0.0.1: listen serves wss:// with it, connect trusts it with --ca.
+    cert, key = os.path.join(HOME, "cert.pem"), os.path.join(HOME, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=DEADLINE)
+    listen = subprocess.Popen([MOONWIRE, "listen", "--echo", "--tls-cert", cert, "--tls-key", key, "ws://127.0.0.1:0"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        line = listen.stderr.readline()
+        found = re.search(r"listening on (wss://[0-9.:]+/)", line)
+        check(found, f"first line {line!r}")
+        r = run("connect", "--ca", cert, found.group(1), input="secret\n")
+        check(r.returncode == 0 and r.stdout == "secret\n", f"--ca: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        r = run("connect", found.group(1), input="secret\n")
+        check(r.returncode == 1 and "cannot connect to" in r.stderr and "tls" in r.stderr, f"untrusted: {r.returncode} {r.stderr!r}")
+        r = run("connect", "--insecure", found.group(1), input="again\n")
+        check(r.returncode == 0 and r.stdout == "again\n", f"--insecure: exit {r.returncode} {r.stderr!r}")
+        listen.send_signal(signal.SIGINT)
+        check(listen.wait(timeout=DEADLINE) == 130, f"listen exit {listen.returncode}")
     finally:
         if listen.poll() is None:
             listen.kill()
