@@ -19,8 +19,6 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     /// Lines typed or piped before the connection first opens wait, up to this many; so do
     /// messages while it reconnects (in its send queue).
     static let queueLimit = 10_000
-    /// Lines read from stdin but not yet handled: the reader waits beyond this.
-    static let linesInFlight = 1_000
     /// Without --wait, the end of input closes once the peer has been quiet this long.
     static let quietBeforeClose = TimeAmount.seconds(1)
 
@@ -39,7 +37,6 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     /// Input before the first open: commands such as /close make sense only once it is open.
     private var held: [String] = []
     private let started = NIODeadline.now()
-    private let inFlight = DispatchSemaphore(value: ConnectSession.linesInFlight)
 
     /// Must be called on `eventLoop`.
     init(url: TransportURL, configuration: ManagedConnection.Configuration, settings: Settings, printer: SessionPrinter, eventLoop: EventLoop) {
@@ -59,18 +56,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         done = promise
         printer.event("connecting", "connecting to \(url)")
         connection.start()
-        let loop = eventLoop
-        let inFlight = self.inFlight
-        printer.console.start(
-            onLine: { line in
-                inFlight.wait()
-                loop.execute {
-                    self.handle(line)
-                    inFlight.signal()
-                }
-            },
-            onEnd: { loop.execute { self.inputEnded() } }
-        )
+        printer.console.start(on: eventLoop, onLine: handle, onEnd: inputEnded)
         return promise.futureResult
     }
 
@@ -282,7 +268,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
                 "close", "\(by): " + MessageText.describeClose(code: report.code, reason: report.reason),
                 direction: report.by == .peer ? .incoming : report.by == .local ? .outgoing : .local,
                 isError: !(report.code == 1000 || report.code == 1001),
-                fields: [("code", "\(report.code)"), ("reason", MessageText.jsonString(report.reason))]
+                fields: [("code", "\(report.code)"), ("reason", LogLine.jsonString(report.reason))]
             )
         }
         guard !report.willReconnect else { return }

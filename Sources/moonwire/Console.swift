@@ -1,5 +1,6 @@
 import CLibEdit
 import Foundation
+import NIOCore
 
 #if canImport(Glibc)
 import Glibc
@@ -16,7 +17,7 @@ import Glibc
 ///
 /// ```swift
 /// let console = Console(interactive: true, prompt: "> ", colors: true)
-/// console.start(onLine: { line in loop.execute { handle(line) } }, onEnd: { loop.execute { inputEnded() } })
+/// console.start(on: loop, onLine: { line in handle(line) }, onEnd: { inputEnded() })
 /// console.write("< hello\n")
 /// console.finish()   // before exit: restores the terminal and saves the history
 /// ```
@@ -60,9 +61,29 @@ final class Console: @unchecked Sendable {
         }
     }
 
+    /// Lines read but not yet handled: the reader waits beyond this, so a fast pipe
+    /// cannot pile up work on the loop.
+    static let linesInFlight = 1_000
+
+    /// Starts reading stdin: each line goes to `onLine`, the end of input to `onEnd`,
+    /// both on `loop`.
+    func start(on loop: EventLoop, onLine: @escaping (String) -> Void, onEnd: @escaping () -> Void) {
+        let inFlight = DispatchSemaphore(value: Console.linesInFlight)
+        start(
+            onLine: { line in
+                inFlight.wait()
+                loop.execute {
+                    onLine(line)
+                    inFlight.signal()
+                }
+            },
+            onEnd: { loop.execute(onEnd) }
+        )
+    }
+
     /// Starts reading stdin: each line goes to `onLine`, the end of input to `onEnd`,
     /// both on the console's thread.
-    func start(onLine: @escaping (String) -> Void, onEnd: @escaping () -> Void) {
+    private func start(onLine: @escaping (String) -> Void, onEnd: @escaping () -> Void) {
         self.onLine = onLine
         self.onEnd = onEnd
         if interactive {

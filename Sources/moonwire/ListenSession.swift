@@ -17,7 +17,6 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
     private var server: MessageServer?
     private var done: EventLoopPromise<Int32>?
     private var exitCode: Int32 = 0
-    private let inFlight = DispatchSemaphore(value: ConnectSession.linesInFlight)
 
     init(settings: Settings, printer: SessionPrinter, eventLoop: EventLoop) {
         self.settings = settings
@@ -33,24 +32,13 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
             let server = try MessageServer(url: url, options: options, eventLoop: eventLoop)
             server.delegate = self
             self.server = server
-            printer.event("listen", "listening on \(server.url)", fields: [("url", MessageText.jsonString(server.url.description))])
+            printer.event("listen", "listening on \(server.url)", fields: [("url", LogLine.jsonString(server.url.description))])
         } catch {
             printer.event("error", "cannot listen on \(url): \(error)", isError: true)
             promise.succeed(1)
             return promise.futureResult
         }
-        let loop = eventLoop
-        let inFlight = self.inFlight
-        printer.console.start(
-            onLine: { line in
-                inFlight.wait()
-                loop.execute {
-                    self.handle(line)
-                    inFlight.signal()
-                }
-            },
-            onEnd: { loop.execute { self.inputEnded() } }
-        )
+        printer.console.start(on: eventLoop, onLine: handle, onEnd: inputEnded)
         return promise.futureResult
     }
 
@@ -182,7 +170,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         if server.url.kind == .webSocket { text += " \(request.path)" }
         if let proto = request.subprotocol { text += " (subprotocol \(proto))" }
         printer.event("connect", text, direction: .incoming, peer: "\(peer.id)",
-                      fields: [("address", MessageText.jsonString(request.remoteAddress))])
+                      fields: [("address", LogLine.jsonString(request.remoteAddress))])
     }
 
     func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
@@ -203,7 +191,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         printer.event(
             "close", "\(by): " + MessageText.describeClose(code: info.code, reason: info.reason),
             direction: info.initiator == .peer ? .incoming : .outgoing, peer: "\(peer.id)",
-            fields: [("code", "\(info.code)"), ("reason", MessageText.jsonString(info.reason))]
+            fields: [("code", "\(info.code)"), ("reason", LogLine.jsonString(info.reason))]
         )
     }
 

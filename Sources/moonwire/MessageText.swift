@@ -99,23 +99,6 @@ enum MessageText {
         return out
     }
 
-    /// `"text"` as a JSON string literal.
-    static func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
-
     /// `1000 normal closure` and the like, for close lines.
     static func closeCodeName(_ code: UInt16) -> String? {
         switch code {
@@ -142,7 +125,7 @@ enum MessageText {
     static func describeClose(code: UInt16, reason: String) -> String {
         var line = "\(code)"
         if let name = closeCodeName(code) { line += " (\(name))" }
-        if !reason.isEmpty { line += " " + jsonString(reason) }
+        if !reason.isEmpty { line += " " + LogLine.jsonString(reason) }
         return line
     }
 }

@@ -16,11 +16,6 @@ final class SessionPrinter: @unchecked Sendable {
     private let colors: Bool
     /// TCP messages carry no kind: ones that look like text are shown as text.
     private let kindless: Bool
-    private let clock: DateFormatter = {
-        let f = DateFormatter()
-        f.dateFormat = "HH:mm:ss.SSS"
-        return f
-    }()
 
     init(console: Console, options: SessionOptions, kindless: Bool) {
         self.console = console
@@ -33,8 +28,8 @@ final class SessionPrinter: @unchecked Sendable {
     func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil) {
         let binary = binary && !(kindless && MessageText.looksLikeText(bytes))
         if options.jsonl {
-            var fields = [("kind", MessageText.jsonString(binary ? "binary" : "text")), ("data", jsonData(bytes, binary: binary))]
-            if binary { fields.append(("encoding", MessageText.jsonString(options.binaryAs.rawValue))) }
+            var fields = [("kind", LogLine.jsonString(binary ? "binary" : "text")), ("data", jsonData(bytes, binary: binary))]
+            if binary { fields.append(("encoding", LogLine.jsonString(options.binaryAs.rawValue))) }
             return jsonLine(direction: direction, peer: peer, fields)
         }
         if !console.interactive {
@@ -77,7 +72,7 @@ final class SessionPrinter: @unchecked Sendable {
     /// `fields` are extra JSON members, their values already JSON.
     func event(_ kind: String, _ text: String, direction: Direction = .local, peer: String? = nil, isError: Bool = false, fields: [(String, String)] = []) {
         if options.jsonl {
-            return jsonLine(direction: direction, peer: peer, [("kind", MessageText.jsonString(kind)), ("data", MessageText.jsonString(text))] + fields)
+            return jsonLine(direction: direction, peer: peer, [("kind", LogLine.jsonString(kind)), ("data", LogLine.jsonString(text))] + fields)
         }
         let label = peer.map { "[\($0)] " } ?? ""
         if console.interactive {
@@ -94,24 +89,26 @@ final class SessionPrinter: @unchecked Sendable {
 
     /// `--jsonl`: `{"time":…,"direction":…,"peer":…,"kind":…,"data":…}`.
     private func jsonLine(direction: Direction, peer: String?, _ fields: [(String, String)]) {
-        var members = [("time", MessageText.jsonString(ISO8601DateFormatter.string(from: Date(), timeZone: .gmt, formatOptions: [.withInternetDateTime, .withFractionalSeconds]))),
-                       ("direction", MessageText.jsonString(direction.rawValue))]
-        if let peer { members.append(("peer", Int(peer).map(String.init) ?? MessageText.jsonString(peer))) }
+        var members = [
+            ("time", LogLine.jsonString(LogLine.timestamp(LogLine.now(), utc: true))),
+            ("direction", LogLine.jsonString(direction.rawValue)),
+        ]
+        if let peer { members.append(("peer", Int(peer).map(String.init) ?? LogLine.jsonString(peer))) }
         members += fields
-        console.write("{" + members.map { MessageText.jsonString($0.0) + ":" + $0.1 }.joined(separator: ",") + "}\n")
+        console.write("{" + members.map { LogLine.jsonString($0.0) + ":" + $0.1 }.joined(separator: ",") + "}\n")
     }
 
     private func jsonData(_ bytes: [UInt8], binary: Bool) -> String {
-        guard binary else { return MessageText.jsonString(String(decoding: bytes, as: UTF8.self)) }
+        guard binary else { return LogLine.jsonString(String(decoding: bytes, as: UTF8.self)) }
         switch options.binaryAs {
-        case .hex: return MessageText.jsonString(BinaryText.hex(bytes))
-        case .base64: return MessageText.jsonString(BinaryText.base64(bytes))
-        case .text: return MessageText.jsonString(String(decoding: bytes, as: UTF8.self))
+        case .hex: return LogLine.jsonString(BinaryText.hex(bytes))
+        case .base64: return LogLine.jsonString(BinaryText.base64(bytes))
+        case .text: return LogLine.jsonString(String(decoding: bytes, as: UTF8.self))
         }
     }
 
     private func stamp() -> String {
-        options.timestamps ? clock.string(from: Date()) + " " : ""
+        options.timestamps ? LogLine.timestamp(LogLine.now(), utc: false) + " " : ""
     }
 
     private func paint(_ text: String, _ code: String) -> String {

@@ -119,6 +119,31 @@ def run(*args, input="", **extra_env):
     return subprocess.run([MOONWIRE, *args], input=input, capture_output=True, text=True, timeout=DEADLINE, env=env(**extra_env))
 
 
+class Listener:
+    """`moonwire listen ARGS` with pipes, its stdin kept open; `url` is where it listens."""
+
+    def __init__(self, *args):
+        self.process = subprocess.Popen([MOONWIRE, "listen", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env())
+        line = self.process.stderr.readline()
+        found = re.search(r"listening on (\w+://[0-9.:]+/?)", line)
+        if not found:
+            self.process.kill()
+            raise AssertionError(f"listen did not say where it listens: {line!r}")
+        self.url = found.group(1)
+
+    def interrupt(self):
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=DEADLINE)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        if self.process.poll() is None:
+            self.process.kill()
+
+
 def ended(child):
     child.expect(pexpect.EOF)
     child.close()
@@ -271,18 +296,10 @@ def case_tcp_line():
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
     check(r.stdout == "ABC\nDéF\n", f"stdout {r.stdout!r}")
     # length:2 framing, both ways, with moonwire listen --echo as the peer.
-    listen = subprocess.Popen([MOONWIRE, "listen", "--echo", "--framing", "length:2", "tcp://127.0.0.1:0"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-    try:
-        found = re.search(r"listening on (tcp://[0-9.:]+)", listen.stderr.readline())
-        check(found, "listen did not say where it listens")
-        r = run("connect", "--framing", "length:2", "-w", "0.5", found.group(1), input="framed\n/binary 00ff\n")
+    with Listener("--echo", "--framing", "length:2", "tcp://127.0.0.1:0") as listen:
+        r = run("connect", "--framing", "length:2", "-w", "0.5", listen.url, input="framed\n/binary 00ff\n")
         check(r.returncode == 0 and r.stdout == "framed\n00ff\n", f"length:2: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
-        listen.send_signal(signal.SIGINT)
-        check(listen.wait(timeout=DEADLINE) == 130, f"listen exit {listen.returncode}")
-    finally:
-        if listen.poll() is None:
-            listen.kill()
+        check(listen.interrupt() == 130, "listen did not exit 130")
 
 
 def case_listen_relay():
@@ -348,24 +365,16 @@ def case_listen_script():
             "  peer:send('got ' .. msg .. ' of ' .. #server:peers())\n"
             "end\n"
         )
-    listen = subprocess.Popen([MOONWIRE, "listen", "--script", handlers, "ws://127.0.0.1:0"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-    try:
-        line = listen.stderr.readline()
-        found = re.search(r"listening on (ws://[0-9.:]+/)", line)
-        check(found, f"first line {line!r}")
-        r = run("connect", found.group(1), input="ping\n")
+    with Listener("--script", handlers, "ws://127.0.0.1:0") as listen:
+        r = run("connect", listen.url, input="ping\n")
         check(r.returncode == 0 and r.stdout == "welcome 1\ngot ping of 1\n", f"exit {r.returncode} {r.stdout!r} {r.stderr!r}")
-        check(listen.stdout.readline().startswith("[1] connected from 127.0.0.1:"), "no connect line")
-        check(listen.stdout.readline() == "[1] < ping\n", "no message line")
+        check(listen.process.stdout.readline().startswith("[1] connected from 127.0.0.1:"), "no connect line")
+        check(listen.process.stdout.readline() == "[1] < ping\n", "no message line")
         # An error in a handler points at the handler's line and ends listen with 1.
-        run("connect", found.group(1), input="boom\n")
-        check(listen.wait(timeout=DEADLINE) == 1, f"listen exit {listen.returncode}")
-        rest = listen.stderr.read()
+        run("connect", listen.url, input="boom\n")
+        check(listen.process.wait(timeout=DEADLINE) == 1, f"listen exit {listen.process.returncode}")
+        rest = listen.process.stderr.read()
         check("handlers.lua:4: boom" in rest, f"stderr {rest!r}")
-    finally:
-        if listen.poll() is None:
-            listen.kill()
 
 
 def case_tty_reconnect():
@@ -389,23 +398,15 @@ def case_tls():
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
                     "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                    check=True, capture_output=True, timeout=DEADLINE)
-    listen = subprocess.Popen([MOONWIRE, "listen", "--echo", "--tls-cert", cert, "--tls-key", key, "ws://127.0.0.1:0"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-    try:
-        line = listen.stderr.readline()
-        found = re.search(r"listening on (wss://[0-9.:]+/)", line)
-        check(found, f"first line {line!r}")
-        r = run("connect", "--ca", cert, found.group(1), input="secret\n")
+    with Listener("--echo", "--tls-cert", cert, "--tls-key", key, "ws://127.0.0.1:0") as listen:
+        check(listen.url.startswith("wss://"), f"not TLS: {listen.url}")
+        r = run("connect", "--ca", cert, listen.url, input="secret\n")
         check(r.returncode == 0 and r.stdout == "secret\n", f"--ca: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
-        r = run("connect", found.group(1), input="secret\n")
+        r = run("connect", listen.url, input="secret\n")
         check(r.returncode == 1 and "cannot connect to" in r.stderr and "tls" in r.stderr, f"untrusted: {r.returncode} {r.stderr!r}")
-        r = run("connect", "--insecure", found.group(1), input="again\n")
+        r = run("connect", "--insecure", listen.url, input="again\n")
         check(r.returncode == 0 and r.stdout == "again\n", f"--insecure: exit {r.returncode} {r.stderr!r}")
-        listen.send_signal(signal.SIGINT)
-        check(listen.wait(timeout=DEADLINE) == 130, f"listen exit {listen.returncode}")
-    finally:
-        if listen.poll() is None:
-            listen.kill()
+        check(listen.interrupt() == 130, "listen did not exit 130")
 
 
 def main():
