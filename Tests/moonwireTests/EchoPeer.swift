@@ -9,8 +9,10 @@ final class EchoPeer {
 
     var url: String { "ws://127.0.0.1:\(port)/" }
 
-    init() throws {
-        let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+    static let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+
+    /// The venv's python (websockets, pexpect), made by setup_venv.sh if it is missing.
+    static func python() throws -> String {
         let setup = Process()
         setup.executableURL = URL(fileURLWithPath: "/bin/bash")
         setup.arguments = [peers.appendingPathComponent("setup_venv.sh").path]
@@ -21,7 +23,12 @@ final class EchoPeer {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         setup.waitUntilExit()
         guard setup.terminationStatus == 0 else { throw PeerError("setup_venv.sh failed (is PyPI reachable?)") }
+        return python
+    }
 
+    init() throws {
+        let python = try Self.python()
+        let peers = Self.peers
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [peers.appendingPathComponent("echo_websockets.py").path]

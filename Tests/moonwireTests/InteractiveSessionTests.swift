@@ -15,7 +15,7 @@ import Testing
         "tty_reconnect", "tls",
     ])
     func session(_ name: String) throws {
-        let python = try Self.python()
+        let python = try EchoPeer.python()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [
@@ -35,19 +35,5 @@ import Testing
         process.waitUntilExit()
         timer.cancel()
         #expect(process.terminationStatus == 0, "\(name):\n\(output.suffix(6000))")
-    }
-
-    static func python() throws -> String {
-        let setup = Process()
-        setup.executableURL = URL(fileURLWithPath: "/bin/bash")
-        setup.arguments = [CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers/setup_venv.sh").path]
-        let path = Pipe()
-        setup.standardOutput = path
-        try setup.run()
-        let python = String(decoding: path.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        setup.waitUntilExit()
-        guard setup.terminationStatus == 0 else { throw PeerError("setup_venv.sh failed (is PyPI reachable?)") }
-        return python
     }
 }

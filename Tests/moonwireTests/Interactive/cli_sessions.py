@@ -283,6 +283,9 @@ def case_exit_codes():
     help = run("connect", "-h")
     check(help.returncode == 0 and "--header" in help.stdout, "connect -h is not help")
     check(run("listen", "-h").returncode == 0, "listen -h is not help")
+    for shell in ("bash", "zsh", "fish"):
+        r = run("--generate-completion-script", shell)
+        check(r.returncode == 0 and "listen" in r.stdout and "subprotocol" in r.stdout, f"{shell} completions: {r.returncode}")
     for args in (["listen", "wss://127.0.0.1:0"], ["listen", "--tls-key", "k.pem", "9000"], ["listen", "--framing", "line", "ws://127.0.0.1:0"]):
         r = run(*args)
         check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, f"{args}: exit {r.returncode} {r.stderr!r}")
