@@ -167,7 +167,11 @@ final class Console: @unchecked Sendable {
             flush(lines)
             if stop { break }
         }
-        if editing { rl_callback_handler_remove() }
+        if editing {
+            // The prompt and a half-typed line go: the session is over.
+            rl_callback_handler_remove()
+            Console.writeAll(1, Array("\r\u{1b}[K".utf8))
+        }
         tcsetattr(0, TCSANOW, &savedTerminal)
         if let history { write_history(history) }
         stopped.signal()
