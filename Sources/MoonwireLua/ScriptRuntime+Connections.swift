@@ -221,7 +221,7 @@ extension ScriptRuntime {
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if !finished && !isAlive { finish(0) }
+        if !finished && !isAlive { finish(shutdownCode ?? 0) }
     }
 }
 

@@ -171,7 +171,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         } catch {
             // mw.exit: already finishing.
         }
-        if !finished && !isAlive { finish(0) }
+        if !finished && !isAlive { finish(shutdownCode ?? 0) }
         return completed
     }
 

@@ -76,3 +76,23 @@ import Testing
         #expect(throws: (any Error).self) { try ArgumentValues.framing("lines", max: 100) }
     }
 }
+
+/// docs/cli.md and the man page name every flag `connect` and `listen` show in --help.
+@Suite struct SessionDocsTests {
+    @Test(arguments: ["connect", "listen"])
+    func everyFlagIsDocumented(command: String) throws {
+        let help = try CommandRunner.run(command, "--help")
+        #expect(help.status == 0)
+        let flags = Set(help.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," })
+            .filter { $0.hasPrefix("--") && $0.count > 2 }.map(String.init))
+        #expect(flags.count > 10)
+        let docs = CommandRunner.packageRoot.appendingPathComponent("docs")
+        let guide = try String(contentsOf: docs.appendingPathComponent("cli.md"), encoding: .utf8)
+        let manual = try String(contentsOf: docs.appendingPathComponent("moonwire.1"), encoding: .utf8)
+            .replacingOccurrences(of: "\\-", with: "-")
+        for flag in flags where flag != "--help" && flag != "--version" {
+            #expect(guide.contains(flag), "docs/cli.md does not mention \(command) \(flag)")
+            #expect(manual.contains(flag), "docs/moonwire.1 does not mention \(command) \(flag)")
+        }
+    }
+}

@@ -378,6 +378,11 @@ def case_listen_script():
         check(listen.process.wait(timeout=DEADLINE) == 1, f"listen exit {listen.process.returncode}")
         rest = listen.process.stderr.read()
         check("handlers.lua:4: boom" in rest, f"stderr {rest!r}")
+    # The example in examples/ and docs/cli.md.
+    with Listener("--script", "examples/listen_greeter.lua", "ws://127.0.0.1:0") as listen:
+        r = run("connect", listen.url, input="who\n")
+        check(r.returncode == 0 and r.stdout == "welcome, you are 1\n1 connected\n", f"greeter: {r.stdout!r} {r.stderr!r}")
+        check(listen.interrupt() == 130, "listen did not exit 130")
 
 
 def case_tty_reconnect():
