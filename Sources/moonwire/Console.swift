@@ -28,8 +28,12 @@ final class Console: @unchecked Sendable {
     let interactive: Bool
     private let prompt: String
     private let promptWidth: Int
-    private let lock = NSLock()
+    /// Guards `pending` and `stopping`; writers wait on it while `pending` is full.
+    private let lock = NSCondition()
     private var pending: [(Stream, [UInt8])] = []
+    /// Lines waiting for the editor's thread. A writer beyond this waits, which holds up
+    /// the event loop and so the reading of sockets: a flood slows down instead of piling up.
+    private static let pendingLimit = 1_000
     private var stopping = false
     private var stopped = DispatchSemaphore(value: 0)
     private var wakeRead: Int32 = -1
@@ -69,12 +73,15 @@ final class Console: @unchecked Sendable {
     /// both on `loop`.
     func start(on loop: EventLoop, onLine: @escaping (String) -> Void, onEnd: @escaping () -> Void) {
         let inFlight = DispatchSemaphore(value: Console.linesInFlight)
+        // The editor's thread must never wait for the loop: the loop may be waiting for
+        // it to take output. What a person types or pastes is bounded anyway.
+        let bounded = !interactive
         start(
             onLine: { line in
-                inFlight.wait()
+                if bounded { inFlight.wait() }
                 loop.execute {
                     onLine(line)
-                    inFlight.signal()
+                    if bounded { inFlight.signal() }
                 }
             },
             onEnd: { loop.execute(onEnd) }
@@ -110,6 +117,7 @@ final class Console: @unchecked Sendable {
             return
         }
         let first = lock.withLock {
+            while pending.count >= Console.pendingLimit && !stopping { lock.wait() }
             pending.append((stream, bytes))
             return pending.count == 1
         }
@@ -120,7 +128,10 @@ final class Console: @unchecked Sendable {
     /// the history. Waits at most a second for the editor's thread.
     func finish() {
         guard interactive else { return }
-        lock.withLock { stopping = true }
+        lock.withLock {
+            stopping = true
+            lock.broadcast()
+        }
         wake()
         _ = stopped.wait(timeout: .now() + 1)
     }
@@ -161,7 +172,10 @@ final class Console: @unchecked Sendable {
                 takeEnteredLines()
             }
             let (lines, stop) = lock.withLock { () -> ([(Stream, [UInt8])], Bool) in
-                defer { pending.removeAll() }
+                defer {
+                    pending.removeAll()
+                    lock.broadcast()
+                }
                 return (pending, stopping)
             }
             flush(lines)

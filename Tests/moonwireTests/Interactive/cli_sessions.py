@@ -52,6 +52,9 @@ class WebSocketServer:
                         await ws.send(b"\x00\x01hello\xff")
                     elif message == "__json__":
                         await ws.send('{"a":1,"b":[true,null],"c":{}}')
+                    elif message == "__flood__":
+                        for i in range(5000):
+                            await ws.send(f"flood {i}")
                     elif message == "__drop__":
                         ws.transport.abort()
                     elif message == "__badutf8__":
@@ -191,6 +194,11 @@ def case_tty_session():
     check(server.wait_for("message")[1] == "hello", "the server did not get hello first")
     c.sendline("/stats")
     c.expect(r"sent \d+ messages")
+    # A flood faster than the terminal: all of it arrives, in order, and the prompt still works.
+    c.sendline("__flood__")
+    c.expect(RECEIVED + "flood 4999\r\n")
+    c.sendline("after the flood")
+    c.expect(RECEIVED + "after the flood")
     c.sendcontrol("c")
     code = server.wait_for("close")
     check(code[1] == 1000, f"Ctrl-C gave the server {code}, not 1000")
