@@ -257,6 +257,19 @@ def case_pipe_session():
     check(all("time" in e for e in events), "an event without a time")
     check(server.wait_for("close")[1] == 1000, "the server did not see 1000")
 
+    # --binary input, --binary-as base64, /file, --timestamps.
+    payload = os.path.join(HOME, "payload.bin")
+    with open(payload, "wb") as f:
+        f.write(b"\x00\xffhi")
+    r = run("connect", "--binary", "--binary-as", "base64", "--timestamps", server.url,
+            input=f"000168656c6c6fff\n/file {payload}\n/file /no/such/file\n")
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    lines = r.stdout.splitlines()
+    check([l[13:] for l in lines] == ["AAFoZWxsb/8=", "AP9oaQ=="], f"stdout {r.stdout!r}")
+    check(all(re.match(r"\d\d:\d\d:\d\d\.\d{3} ", l) for l in lines), f"no timestamps: {lines}")
+    check("/file: cannot read '/no/such/file': No such file or directory" in r.stderr, f"stderr {r.stderr!r}")
+    check(server.wait_for("close")[1] == 1000, "the server did not see 1000")
+
     r = run("connect", "--jsonl", server.url, input="/close 4000 done\n")
     check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
     close = [json.loads(line) for line in r.stdout.splitlines() if '"close"' in line][0]
