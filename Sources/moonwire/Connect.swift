@@ -55,8 +55,13 @@ struct Connect: ParsableCommand {
     @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String
 
-    /// Where to connect and how, from the flags.
-    func makeConfiguration() throws -> (TransportURL, ManagedConnection.Configuration) {
+    func validate() throws {
+        if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
+        _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
+    }
+
+    /// Where to connect and how, from the flags; also the largest message.
+    func makeConfiguration() throws -> (TransportURL, ManagedConnection.Configuration, Int) {
         let target: TransportURL
         do {
             target = try TransportURL(url)
@@ -71,7 +76,7 @@ struct Connect: ParsableCommand {
         configuration.queueLimit = ConnectSession.queueLimit
         configuration.reconnect = reconnect ? ReconnectPolicy() : nil
         configuration.heartbeat = nil
-        if try ArgumentValues.seconds(heartbeat, flag: "--heartbeat") > 0 {
+        if heartbeat > 0 {
             configuration.heartbeat = .init(interval: .nanoseconds(Int64(heartbeat * 1e9)))
         }
         switch target {
@@ -96,20 +101,16 @@ struct Connect: ParsableCommand {
             }
             configuration.tcp = TCPClientOptions(framing: try ArgumentValues.framing(framing ?? "line", max: maxBytes), tls: tls)
         }
-        return (target, configuration)
+        return (target, configuration, maxBytes)
     }
 
     func run() throws {
-        let (target, configuration) = try makeConfiguration()
-        if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
+        let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
-        let printer = SessionPrinter(console: console, options: session, kindless: { if case .tcp = target { return true } else { return false } }())
+        let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        let settings = ConnectSession.Settings(
-            execute: execute, wait: wait, hexInput: session.hexInput,
-            maxFile: (try? ArgumentValues.size(maxMessage, flag: "")) ?? TCPFraming.defaultMax
-        )
+        let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)
         let connection = try loop.submit {
             ConnectSession(url: target, configuration: configuration, settings: settings, printer: printer, eventLoop: loop)
         }.wait()
@@ -118,5 +119,12 @@ struct Connect: ParsableCommand {
         signals.cancel()
         console.finish()
         ProcessEnd.exit(code, parking: [loop])
+    }
+}
+
+extension TransportURL {
+    var isWebSocket: Bool {
+        if case .webSocket = self { return true }
+        return false
     }
 }

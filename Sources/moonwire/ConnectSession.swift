@@ -48,7 +48,6 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     }
 
     private var eventLoop: EventLoop { connection.eventLoop }
-    private var isWebSocket: Bool { if case .webSocket = url { return true } else { return false } }
 
     /// Connects and reads input; the future gives the exit code.
     func start() -> EventLoopFuture<Int32> {
@@ -84,7 +83,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     private func command(_ name: String, _ argument: String) {
         switch name {
         case "ping":
-            guard isWebSocket else { return printer.complaint("/ping: TCP has no ping") }
+            guard url.isWebSocket else { return printer.complaint("/ping: TCP has no ping") }
             guard argument.utf8.count <= 125 else { return printer.complaint("/ping: a ping payload is at most 125 bytes") }
             guard connection.ping(ByteBuffer(string: argument)) else { return printer.complaint("/ping: the connection is not open") }
             pings[argument] = .now()
