@@ -25,7 +25,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     private let url: TransportURL
     private let settings: Settings
     private let printer: SessionPrinter
-    private var connection: ManagedConnection!
+    private let connection: ManagedConnection
     private var done: EventLoopPromise<Int32>?
     private var opened = false
     private var everOpened = false
