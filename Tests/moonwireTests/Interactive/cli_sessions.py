@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -445,6 +446,8 @@ def main():
     except (AssertionError, pexpect.ExceptionPexpect, subprocess.TimeoutExpired) as error:
         print(f"\nFAILED {name}: {error}", flush=True)
         sys.exit(1)
+    finally:
+        shutil.rmtree(HOME, ignore_errors=True)
     print(f"\nPASSED {name}", flush=True)
 
 
