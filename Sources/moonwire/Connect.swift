@@ -6,7 +6,7 @@ import NIOPosix
 
 struct Connect: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Talk to a WebSocket or TCP server: input lines go out, messages print.",
+        abstract: "Talk to a WebSocket or TCP server by hand or by pipe.",
         discussion: """
             /help lists the commands (/ping, /close, /binary, /file, /stats). Exit: 0 \
             after a 1000/1001 close, 1 after another or a failed connect, 2 for bad \

@@ -7,7 +7,7 @@ import NIOPosix
 
 struct Listen: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A one-command server: prints what peers send, input lines go to all of them.",
+        abstract: "A one-command server: shows peers, sends them input.",
         discussion: """
             Peers are numbered from 1 in the order they connect. At a terminal: /to ID \
             message, /close [ID [code [reason]]], /peers, /help. Ctrl-C closes every peer \
