@@ -356,6 +356,20 @@ def case_listen_relay():
     check(ended(listen) == 130, "listen did not exit 130 after Ctrl-C")
 
 
+def case_tty_listen_end_of_input():
+    listen = spawn("listen", "ws://127.0.0.1:0", NO_COLOR="1")
+    listen.expect(r"listening on (ws://[0-9.:]+/)")
+    a = spawn("connect", listen.match.group(1), NO_COLOR="1")
+    a.expect("connected to")
+    listen.expect(r"\[1\] connected from")
+    listen.sendline("/peers")
+    listen.expect(r"\[1\] 127.0.0.1:\d+ /: received 0, sent 0")
+    listen.sendcontrol("d")
+    a.expect(ESC("closed by the peer: 1001 (going away)"))
+    check(ended(listen) == 0, "listen did not exit 0 after Ctrl-D")
+    check(ended(a) == 0, "connect did not exit 0 after 1001")
+
+
 def case_listen_pipes():
     # listen with its stdin a pipe that stays open, --echo, TCP line framing; a piped connect.
     listen = subprocess.Popen([MOONWIRE, "listen", "--echo", "--jsonl", "tcp://127.0.0.1:0"], stdin=subprocess.PIPE,
