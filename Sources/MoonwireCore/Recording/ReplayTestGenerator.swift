@@ -68,8 +68,8 @@ public enum ReplayTestGenerator {
 
 
             """
-        let title = "session recorded \(when)"
-        out += "describe(\(quoted(Array(title.utf8))), function()\n"
+        let suite = "session recorded \(when)"
+        out += "describe(\(quoted(Array(suite.utf8))), function()\n"
         out += "  local c\n"
         if conversation.serverClose != nil { out += "  local closed_with\n" }
         out += "\n  setup(function()\n"
@@ -79,7 +79,7 @@ public enum ReplayTestGenerator {
         if conversation.serverClose != nil { out += "    c:on_close(function(_, code) closed_with = code end)\n" }
         out += "  end)\n\n  teardown(function() c:close() end)\n"
         for exchange in conversation.exchanges {
-            out += "\n  it(\(quoted(Array(title(exchange).utf8))), function()\n"
+            out += "\n  it(\(quoted(Array(Self.title(exchange).utf8))), function()\n"
             if let sent = exchange.sent {
                 out += "    c:send(\(quoted(sent.data))\(sent.kind == .binary ? ", \"binary\"" : ""))\n"
             }

@@ -197,7 +197,7 @@ struct JSONLine {
 
     mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
-        key(key)
+        self.key(key)
         Self.quote(value, into: &text)
     }
 
