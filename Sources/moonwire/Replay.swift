@@ -32,10 +32,10 @@ struct Replay: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Replay a recorded session: as a mock server, as a client, or as a generated test.",
         discussion: """
-            moonwire replay FILE --serve ws://127.0.0.1:9000/   play the server's side to each client
-            moonwire replay FILE --client [URL]                  play the client's side (default: the recorded URL)
-            moonwire replay FILE --generate-test -o FILE_test.lua
-            moonwire replay --from-har FILE.har -o FILE.jsonl     import a browser's HAR export
+            --serve URL            play the recorded server's side to each client
+            --client [URL]         play the client's side (default: the recorded URL)
+            --generate-test -o F   write a test file for 'moonwire test'
+            --from-har H -o F      import a browser's HAR export (no FILE)
 
             JSON messages match as values; --ignore leaves fields out (id anywhere, \
             user.id from the top) and --match loose lets a message have more fields \

@@ -162,7 +162,9 @@ extension CommandRunner {
         #expect(generated.status == 0, "\(generated.stderr)")
         let source = try String(contentsOfFile: test, encoding: .utf8)
         #expect(source.contains(#"it("exchange 2: op=login, 1 reply", function()"#))
-        #expect(source.contains(#"c:send([[{"op":"login","user":"ann"}]])"#), "\(source)")
+        // The chat server's JSON has no fixed key order: the recorded bytes are sent as they were.
+        let send = source.split(separator: "\n").first { $0.hasPrefix("    c:send([[{") && $0.contains(#""op":"login""#) }
+        #expect(send?.contains(#""user":"ann""#) == true, "\(source)")
         #expect(source.contains(#"local url = os.getenv("MW_URL") or "\#(chatURL)""#))
 
         let (replay, replayURL) = try replayServer(recording, ["--ignore", "id"])

@@ -77,7 +77,15 @@ public enum ReplayTestGenerator {
         if let p = conversation.subprotocol { options.append("protocols = { \(quoted(Array(p.utf8))) }") }
         out += "    c = mw.connect(url, { \(options.joined(separator: ", ")) })\n"
         if conversation.serverClose != nil { out += "    c:on_close(function(_, code) closed_with = code end)\n" }
-        out += "  end)\n\n  teardown(function() c:close() end)\n"
+        out += """
+              end)
+
+              teardown(function()
+                c:close()
+                c:receive(timeout)   -- until the close handshake is done
+              end)
+
+            """
         for exchange in conversation.exchanges {
             out += "\n  it(\(quoted(Array(Self.title(exchange).utf8))), function()\n"
             if let sent = exchange.sent {

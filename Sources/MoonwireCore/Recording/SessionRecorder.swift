@@ -194,6 +194,7 @@ enum Redaction {
 /// A JSON object written key by key, in the order given (people read these files).
 struct JSONLine {
     private var text = "{"
+    private var empty = true
 
     mutating func add(_ key: String, _ value: String?) {
         guard let value else { return }
@@ -229,7 +230,8 @@ struct JSONLine {
     }
 
     private mutating func key(_ key: String) {
-        if text.count > 1 { text += "," }
+        if !empty { text += "," }
+        empty = false
         Self.quote(key, into: &text)
         text += ":"
     }
@@ -237,25 +239,7 @@ struct JSONLine {
     func finished() -> String { text + "}" }
 
     static func quote(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{2028}": out += "\\u2028"
-            case "\u{2029}": out += "\\u2029"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        out += "\""
+        out += LogLine.jsonString(s)
     }
 }
 
