@@ -122,6 +122,7 @@ extension ScriptRuntime {
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
+        managed.recorder = try recorder(parsed, url: text, args: args)
         let c = LuaConnection(runtime: self, connection: managed)
         framer.connection = c
         managed.delegate = c
@@ -132,6 +133,18 @@ extension ScriptRuntime {
         // Dial on the next loop turn, so handlers set right after mw.connect see every event.
         eventLoop.execute { managed.start() }
         return 1
+    }
+
+    /// `opts.record` gets a file of its own; else `run --record`'s file, if any.
+    private func recorder(_ parsed: ConnectOptions, url: String, args: LuaArguments) throws -> ConnectionRecorder? {
+        let headers = parsed.configuration.socket.headers
+        guard let path = parsed.record else { return options.recorder?.connection(url: url, headers: headers) }
+        do {
+            let session = try SessionRecorder(path: path, toolVersion: Self.version, url: url, headers: headers, recordSecrets: parsed.recordSecrets)
+            return session.connection(url: url, headers: headers)
+        } catch {
+            throw args.error(2, "opts.record: \(error)")
+        }
     }
 
     private func send(_ args: LuaArguments) throws -> Int32 {
@@ -228,6 +241,9 @@ extension ScriptRuntime {
 /// The `opts` of `mw.connect`, checked.
 struct ConnectOptions {
     var configuration = ManagedConnection.Configuration()
+    /// `record = FILE`, `record_secrets = true` (docs/recording.md).
+    var record: String?
+    var recordSecrets = false
 
     init(_ value: LuaValue, function: String, url: TransportURL, custom: @escaping () -> CustomFraming) throws(LuaArgumentError) {
         var t = try LuaOptionTable(value, function: function, argument: 2)
@@ -283,6 +299,8 @@ struct ConnectOptions {
             configuration.heartbeat = heartbeat.value
         }
         if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
+        record = try t.string("record")
+        recordSecrets = try t.boolean("record_secrets") ?? false
         try t.finish()
     }
 

@@ -52,6 +52,8 @@ struct Connect: ParsableCommand {
 
     @OptionGroup(title: "Display") var session: SessionOptions
 
+    @OptionGroup(title: "Recording") var recording: RecordOptions
+
     @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String
 
@@ -111,8 +113,11 @@ struct Connect: ParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)
+        let recorder = try recording.makeRecorder(url: url, headers: configuration.socket.headers)?
+            .connection(url: url, headers: configuration.socket.headers)
         let connection = try loop.submit {
-            ConnectSession(url: target, configuration: configuration, settings: settings, printer: printer, eventLoop: loop)
+            ConnectSession(
+                url: target, configuration: configuration, settings: settings, printer: printer, recorder: recorder, eventLoop: loop)
         }.wait()
         let signals = SignalTrap(onSignal: { signal in loop.execute { connection.interrupt(signal) } }, beforeExit: console.restoreTerminalNow)
         let code = try loop.flatSubmit { connection.start() }.wait()

@@ -39,11 +39,15 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     private let started = NIODeadline.now()
 
     /// Must be called on `eventLoop`.
-    init(url: TransportURL, configuration: ManagedConnection.Configuration, settings: Settings, printer: SessionPrinter, eventLoop: EventLoop) {
+    init(
+        url: TransportURL, configuration: ManagedConnection.Configuration, settings: Settings, printer: SessionPrinter,
+        recorder: ConnectionRecorder? = nil, eventLoop: EventLoop
+    ) {
         self.url = url
         self.settings = settings
         self.printer = printer
         connection = ManagedConnection(url: url, configuration: configuration, eventLoop: eventLoop)
+        connection.recorder = recorder
         connection.delegate = self
     }
 

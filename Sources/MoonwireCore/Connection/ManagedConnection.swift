@@ -105,6 +105,8 @@ public final class ManagedConnection {
 
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
+    /// Writes every event to a recording (`--record`, docs/recording.md) when set.
+    public var recorder: ConnectionRecorder?
     public let queueLimit: Int
     private let socket: any Transport
     private let events = SocketEvents()
@@ -158,6 +160,7 @@ public final class ManagedConnection {
         switch lifecycle.sendRoute {
         case .send:
             if (try? socket.send(data, kind: kind)) != nil {
+                recorder?.message(data, kind: kind, outgoing: true)
                 heartbeat.didSend(at: .now())
                 return .sent
             }
@@ -176,13 +179,16 @@ public final class ManagedConnection {
 
     private func enqueue(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
         switch queue.enqueue(Outgoing(data: data, kind: kind)) {
-        case .queued, .droppedOldest, .droppedNewest: return .queued
+        case .queued, .droppedOldest, .droppedNewest:
+            recorder?.message(data, kind: kind, outgoing: true)
+            return .queued
         case .full: return .queueFull
         }
     }
 
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
+        recorder?.control("ping", payload: payload, outgoing: true)
         heartbeat.didSend(at: .now())
         return true
     }
@@ -272,10 +278,13 @@ public final class ManagedConnection {
         case .dropConnection:
             socket.abort()
         case .reportError(let error):
+            recorder?.failed(error.description)
             delegate?.managedConnection(self, didFail: error)
         case .reportClose(let report):
+            recorder?.closed(code: report.code, reason: report.reason, by: report.by.rawValue, clean: report.clean, willReconnect: report.willReconnect)
             delegate?.managedConnection(self, didClose: report)
         case .askReconnectHook(let attempt, let delay):
+            recorder?.reconnecting(attempt: attempt, delay: Double(delay.nanoseconds) / 1e9)
             let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
             if let url = decision.url { nextURL = url }
             if let headers = decision.headers, let webSocket = socket as? WebSocketConnection { webSocket.options.headers = headers }
@@ -333,6 +342,7 @@ public final class ManagedConnection {
     fileprivate func socketOpened(_ info: WebSocketOpenInfo) {
         guard !ignoringSocket else { return }
         openInfo = info
+        recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
         drive(lifecycle.opened())
     }
 
@@ -344,10 +354,12 @@ public final class ManagedConnection {
         } else {
             heartbeat.didReceiveMessage(at: now)
         }
+        recorder?.message(message, kind: kind, outgoing: false)
         delegate?.managedConnection(self, didReceive: message, kind: kind)
     }
 
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
+        recorder?.control("pong", payload: payload, outgoing: false)
         heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
         delegate?.managedConnection(self, didReceivePong: payload)
     }
