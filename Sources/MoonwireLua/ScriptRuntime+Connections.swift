@@ -122,7 +122,7 @@ extension ScriptRuntime {
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
-        let c = LuaConnection(runtime: self, connection: managed)
+        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
         framer.connection = c
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
@@ -221,7 +221,7 @@ extension ScriptRuntime {
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if !finished && !isAlive { finish(0) }
+        if finished { connectionsEnded() } else if !isAlive { finish(0) }
     }
 }
 
@@ -229,7 +229,15 @@ extension ScriptRuntime {
 struct ConnectOptions {
     var configuration = ManagedConnection.Configuration()
 
+    /// How long the connection's close handshake may take, for the script's end.
+    var closeTimeout: TimeAmount {
+        if case .tcp = url { return configuration.tcp.closeTimeout }
+        return configuration.socket.closeTimeout
+    }
+    private let url: TransportURL
+
     init(_ value: LuaValue, function: String, url: TransportURL, custom: @escaping () -> CustomFraming) throws(LuaArgumentError) {
+        self.url = url
         var t = try LuaOptionTable(value, function: function, argument: 2)
         var socket = WebSocketClientOptions()
         var tcp = TCPClientOptions()
@@ -356,7 +364,7 @@ extension TimeAmount {
 /// A Lua framing function (SPEC §4) as a Core decoder: `fn(buffer) -> message,
 /// consumed | nil`, called through the prelude with the bytes buffered so far.
 final class LuaFramer {
-    unowned let runtime: ScriptRuntime
+    weak var runtime: ScriptRuntime?
     weak var connection: LuaConnection?
 
     init(runtime: ScriptRuntime) {
@@ -366,8 +374,8 @@ final class LuaFramer {
     func framing() -> CustomFraming {
         // Held strongly by the decoder; the framer holds the connection weakly, so no cycle.
         CustomFraming { buffer in
-            guard let connection = self.connection else { return nil }
-            return try self.runtime.frame(&buffer, for: connection)
+            guard let connection = self.connection, let runtime = self.runtime else { return nil }
+            return try runtime.frame(&buffer, for: connection)
         }
     }
 }
