@@ -103,8 +103,10 @@ static void watchdog_hook(lua_State *L, lua_Debug *ar) {
     _Atomic int *flag = *(_Atomic int **)lua_getextraspace(L);
     if (flag != NULL && atomic_exchange(flag, 0)) {
         lua_getinfo(L, "Sl", ar);
-        luaL_error(L, "%s:%d: timed out: still running without ever yielding (an endless loop?)",
-                   ar->short_src, ar->currentline);
+        /* Not luaL_error: its own position prefix would name the caller's line. */
+        lua_pushfstring(L, "%s:%d: timed out: still running without ever yielding (an endless loop?)",
+                        ar->short_src, ar->currentline);
+        lua_error(L);
     }
 }
 

@@ -26,6 +26,13 @@ end
 
 -- Coroutines a test runner gave up on (timed out): never resumed again.
 local abandoned = setmetatable({}, { __mode = "k" })
+-- What each waiting coroutine waits in ("c:receive"), for a timeout's message.
+local waiting_in = setmetatable({}, { __mode = "k" })
+
+local function resumed(co, ...)
+  waiting_in[co] = nil
+  return ...
+end
 
 local function resume(co, ...)
   if abandoned[co] then return end
@@ -74,7 +81,8 @@ function mw.sleep(seconds)
   if type(seconds) ~= "number" then bad_argument(1, "mw.sleep", "number", seconds) end
   local co = running_coroutine("mw.sleep")
   host.after(seconds, function() resume(co) end)
-  coroutine.yield()
+  waiting_in[co] = "mw.sleep"
+  resumed(co, coroutine.yield())
 end
 
 mw.after = host.after
@@ -208,6 +216,14 @@ end
 
 define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect" }, state_of)
 
+-- c:reconnect() brings a closed connection back: receive and wait_open wait again.
+local raw_reconnect = methods.reconnect
+function methods.reconnect(self, ...)
+  local st = state_of(self, "c:reconnect")
+  raw_reconnect(self, ...)
+  if select("#", ...) == 0 then st.final = false end
+end
+
 local raw_send = methods.send
 function methods.send(self, data, kind)
   local st = state_of(self, "c:send")
@@ -240,7 +256,8 @@ local function wait(st, fname, kind, timeout, match)
       end
     end)
   end
-  return coroutine.yield()
+  waiting_in[waiter.co] = fname
+  return resumed(waiter.co, coroutine.yield())
 end
 
 -- Wakes the waiters `pick` chooses (called with each waiter, in order), after
@@ -537,6 +554,7 @@ local internal = {
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
+  waiting_in = function(co) return waiting_in[co] end,
   -- A test is over: what it opened hears nothing more (handlers, waiters).
   detach = function(obj)
     local st = conns[obj]

@@ -110,9 +110,9 @@ assert = assert_module
 local owned
 local function track(make)
   return function(...)
-    local handle = make(...)
+    local handle, err = make(...)
     if owned and handle ~= nil then owned[#owned + 1] = handle end
-    return handle
+    return handle, err
   end
 end
 mw.after = track(mw.after)
@@ -171,7 +171,7 @@ local function waiting_at(co)
     local info = debug.getinfo(co, level, "Sln")
     if not info then return nil end
     local ours = info.what == "C" or info.source:sub(1, 10) == "@moonwire/"
-    if not ours and info.currentline > 0 then return info.short_src .. ":" .. info.currentline, callee end
+    if not ours and info.currentline > 0 then return info.short_src .. ":" .. info.currentline, host.waiting_in(co) or callee end
     if ours and info.what ~= "C" and info.name and info.name ~= "wait" then
       callee = (info.namewhat == "method" and "c:" or "mw.") .. info.name
     end
