@@ -37,7 +37,7 @@ extension ScriptRuntime {
                 let c = try rt.connection(args)
                 if args.lua.type(at: 2) == LUA_TNONE {
                     c.connection.reconnectNow()
-                    rt.connectionRevived(c)
+                    rt.connectionRevived(c, userdata: args)
                     return 0
                 }
                 var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: 2)]), function: "c:reconnect", argument: 1, path: "")
@@ -206,11 +206,12 @@ extension ScriptRuntime {
         }
     }
 
-    /// `c:reconnect()` on a closed connection brings it back to life.
-    func connectionRevived(_ c: LuaConnection) {
+    /// `c:reconnect()` on a closed connection brings it back to life. The handle
+    /// is the script's own userdata (the method's self): the prelude keys its state by it.
+    func connectionRevived(_ c: LuaConnection, userdata args: LuaArguments) {
         guard c.connection.isAlive, c.handle == nil else { return }
-        lua.push(object: c, class: LuaConnection.className)
-        c.handle = lua.reference()
+        args.lua.pushValue(1)
+        c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
     }
 
