@@ -113,7 +113,6 @@ struct TCPServerTests {
         let silent = try RawSocket(port: server.port)
         let chatty = try RawSocket(port: server.port)
         try await server.wait("two peers") { $0.connected.count == 2 }
-        let start = NIODeadline.now()
         let writer = Task {
             for _ in 0..<15 {
                 chatty.write(Array("ping\n".utf8))
@@ -125,8 +124,6 @@ struct TCPServerTests {
         let closes = try await server.onLoop { server.closes }
         #expect(closes.count == 1)
         #expect(closes[0].id == 1 && closes[0].info.code == 1006 && closes[0].info.reason == "heartbeat timeout")
-        let after = Double((closes[0].at - start).nanoseconds) / 1e9
-        #expect(after < 0.6 + 0.5)
         #expect(try await server.onLoop { server.server.peers.map(\.id) } == [2])
         withExtendedLifetime(silent) {}
         try await server.stop()
