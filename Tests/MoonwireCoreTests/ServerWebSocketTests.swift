@@ -243,6 +243,8 @@ struct ServerWebSocketTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
+        let deadline = killAfter(process, seconds: 120)
+        defer { deadline.cancel() }
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -359,15 +359,22 @@ local function run_block(block)
   end
 end
 
-local chunk, compile_error = loadfile(file, "t")
-if not chunk then
-  report(file, "error", mw.now(), { message = compile_error }, file)
-else
-  local ok, err = xpcall(chunk, handler)
-  if not ok then
-    report(file, "error", mw.now(), err, file)
+local function main()
+  local chunk, compile_error = loadfile(file, "t")
+  if not chunk then
+    report(file, "error", mw.now(), { message = compile_error }, file)
   else
-    run_block(root)
+    local ok, err = xpcall(chunk, handler)
+    if not ok then
+      report(file, "error", mw.now(), err, file)
+    else
+      run_block(root)
+    end
   end
 end
+
+-- The file's state ends only here (Swift holds it open until mw.exit): even a
+-- fault of the runner itself must reach this line, or the file would never end.
+local ok, err = xpcall(main, debug.traceback)
+if not ok then report(file, "error", mw.now(), { message = "moonwire test: " .. tostring(err), traceback = "" }, file) end
 mw.exit(0)
