@@ -119,11 +119,14 @@ mw.after = track(mw.after)
 mw.every = track(mw.every)
 mw.connect = track(mw.connect)
 mw.listen = track(mw.listen)
+mw.spawn = track(mw.spawn)
 
 local function close_owned(handles)
   for i = #handles, 1, -1 do
     local handle = handles[i]
-    if handle.cancel then
+    if type(handle) == "thread" then
+      host.abandon(handle)
+    elseif handle.cancel then
       handle:cancel()
     else
       host.detach(handle)

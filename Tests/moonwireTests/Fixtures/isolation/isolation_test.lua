@@ -57,3 +57,20 @@ end)
 it("saw teardown run after the failures", function()
   assert.are.equal("teardown", log[#log])
 end)
+
+describe("coroutines a test spawned", function()
+  local woke = false
+
+  it("leaves one sleeping", function()
+    mw.spawn(function()
+      mw.sleep(0.2)
+      woke = true
+      error("a coroutine of an earlier test woke up")
+    end)
+  end)
+
+  it("never sees it wake", function()
+    mw.sleep(0.4)
+    assert.is_false(woke)
+  end)
+end)
