@@ -77,13 +77,13 @@ describe("an application-level heartbeat", function()
         peer:send("alive")
       end
     end)
-    local c = mw.connect(server:url(), { heartbeat = { interval = 0.05, timeout = 0.2, message = "beat", reply = "^alive$" } })
+    local c = mw.connect(server:url(), { heartbeat = { interval = 0.05, timeout = 1, message = "beat", reply = "^alive$" } })
     local closed = false
     c:on_close(function() closed = true end)
     assert(c:wait_open(5))
     assert.is_true(helpers.eventually(function() return beats >= 1 end))
     -- Well past the heartbeat's timeout: a connection whose replies did not count would be gone.
-    mw.sleep(0.5)
+    mw.sleep(1.5)
     assert.is_false(closed)
     assert.are.equal("open", c:state())
   end)

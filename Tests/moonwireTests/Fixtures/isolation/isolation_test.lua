@@ -1,6 +1,6 @@
 -- Each test's failure, error or timeout ends that test only: after_each and
 -- teardown still run, what the test opened is closed, the next starts clean.
--- Run with --timeout 1.
+-- Run with --timeout 3.
 local server = assert(mw.listen("ws://127.0.0.1:0"))
 server:on_message(function(peer, m) peer:send(m) end)
 local url = server:url()
@@ -19,7 +19,7 @@ describe("isolation", function()
 
   it("times out in a request", function()
     leftover = mw.connect(url)
-    mw.after(1.5, function() timer_fired = true end)
+    mw.after(3.5, function() timer_fired = true end)
     leftover:request("ping", "^never$")
   end)
 
