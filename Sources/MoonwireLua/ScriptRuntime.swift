@@ -88,8 +88,10 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     deinit {
-        // A runtime dropped before its script ended must not leave the future hanging.
-        if !finished { completionPromise.fail(ChannelError.alreadyClosed) }
+        // A runtime dropped before its script ended (or before its end had waited
+        // for its closes: the loop shut down) must not leave the futures hanging.
+        if !retired { completionPromise.fail(ChannelError.alreadyClosed) }
+        connectionsGone?.fail(ChannelError.alreadyClosed)
     }
 
     /// Compiles and starts a script; the future is the exit code, or fails with
