@@ -67,7 +67,10 @@ struct Test: ParsableCommand {
             filter: filter, timeout: timeout, seed: seed, shuffle: shuffle, failFast: failFast, list: list
         )
         let reports = runAll(runs, options: options)
-        if list { return }
+        if list {
+            if reports.contains(where: { $0.results.contains { $0.status == .error } }) { throw ExitCode(1) }
+            return
+        }
         let summary = TestSummary(reports: reports)
         if tap {
             print(TestOutput.tap(reports, summary: summary, seed: shuffle ? seed : nil), terminator: "")

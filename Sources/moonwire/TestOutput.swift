@@ -88,9 +88,10 @@ enum TestOutput {
         }
     }
 
-    /// `--list`: where each test is declared, and its full name.
+    /// `--list`: where each test is declared, and its full name; a file that
+    /// does not load says why.
     static func list(_ report: TestFileReport) -> String {
-        report.results.map { "\($0.location): \($0.name)\n" }.joined()
+        report.results.map { $0.status == .error ? "\($0.message)\n" : "\($0.location): \($0.name)\n" }.joined()
     }
 
     static func milliseconds(_ seconds: Double) -> String {
