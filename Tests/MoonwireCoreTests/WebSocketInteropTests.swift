@@ -83,9 +83,9 @@ final class PeerProcess: @unchecked Sendable {
         return path
     }
 
-    /// The `CLOSE` lines printed so far, waiting up to 2 s for at least one.
+    /// The `CLOSE` lines printed so far, waiting up to 20 s (a loaded machine) for at least one.
     func closeLines() async -> [String] {
-        for _ in 0..<40 {
+        for _ in 0..<400 {
             let lines = self.lock.withLock { self.output }.split(separator: "\n").filter { $0.hasPrefix("CLOSE ") }.map(String.init)
             if !lines.isEmpty { return lines }
             try? await Task.sleep(nanoseconds: 50_000_000)
