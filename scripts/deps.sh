@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
 # Lua 5.4 (headers and library), lua-cjson, lua-luassert, pkg-config, libedit (the line
-# editor of `connect` and `listen`); with --test,
-# also the peers the tests talk to.
+# editor of `connect` and `listen`); with --test, also the peers the tests talk to and xmllint.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
 
@@ -16,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then
     [ -d /usr/share/nodejs/ws ] || need+=(node-ws nodejs)
     python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
     command -v openssl >/dev/null 2>&1 || need+=(openssl)
+    # xmllint validates moonwire test's JUnit XML against its schema.
+    command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -6,21 +6,24 @@ import NIOCore
 ///
 /// While the connection is alive (open, or on its way to be) the runtime holds
 /// it and the userdata, so a script that dropped its handle still gets events
-/// and keeps running.
+/// and keeps running. It holds the runtime weakly: an event that arrives after
+/// the script's state is gone finds nothing and is dropped.
 final class LuaConnection: ManagedConnectionDelegate {
     static let className = "moonwire.connection"
 
-    unowned let runtime: ScriptRuntime
+    weak var runtime: ScriptRuntime?
     let connection: ManagedConnection
+    let closeTimeout: TimeAmount
     var handle: LuaReference?
 
-    init(runtime: ScriptRuntime, connection: ManagedConnection) {
+    init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount) {
         self.runtime = runtime
         self.connection = connection
+        self.closeTimeout = closeTimeout
     }
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
-        runtime.dispatch(.open, for: self) { lua in
+        runtime?.dispatch(.open, for: self) { lua in
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }
             var table: [LuaValue: LuaValue] = [.text("headers"): .table(headers), .text("reconnects"): .integer(Int64(info.reconnects))]
@@ -31,7 +34,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        runtime.dispatch(.message, for: self) { lua in
+        runtime?.dispatch(.message, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
             lua.push(kind == .text ? "text" : "binary")
             return 2
@@ -39,13 +42,14 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
-        runtime.dispatch(.error, for: self) { lua in
+        runtime?.dispatch(.error, for: self) { lua in
             lua.push(error.description)
             return 1
         }
     }
 
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
+        guard let runtime else { return }
         runtime.dispatch(.close, for: self) { lua in
             lua.push(Int(report.code))
             lua.push(report.reason)
@@ -60,6 +64,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
+        guard let runtime else { return .init(answer: .stop) }
         let answer = runtime.dispatchReturning(.reconnect, for: self) { lua in
             lua.push(attempt)
             lua.push(Double(delay.nanoseconds) / 1e9)
@@ -69,12 +74,12 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? {
-        guard case .string(let bytes)? = runtime.dispatchReturning(.heartbeatMessage, for: self, push: { _ in 0 }) else { return nil }
+        guard case .string(let bytes)? = runtime?.dispatchReturning(.heartbeatMessage, for: self, push: { _ in 0 }) else { return nil }
         return ByteBuffer(bytes: bytes)
     }
 
     func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool {
-        let answer = runtime.dispatchReturning(.heartbeatReply, for: self) { lua in
+        let answer = runtime?.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
             return 1
         }

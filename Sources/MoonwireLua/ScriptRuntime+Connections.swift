@@ -37,7 +37,7 @@ extension ScriptRuntime {
                 let c = try rt.connection(args)
                 if args.lua.type(at: 2) == LUA_TNONE {
                     c.connection.reconnectNow()
-                    rt.connectionRevived(c)
+                    rt.connectionRevived(c, userdata: args)
                     return 0
                 }
                 var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: 2)]), function: "c:reconnect", argument: 1, path: "")
@@ -123,7 +123,7 @@ extension ScriptRuntime {
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.recorder = try recorder(parsed, url: text, args: args)
-        let c = LuaConnection(runtime: self, connection: managed)
+        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
         framer.connection = c
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
@@ -219,11 +219,12 @@ extension ScriptRuntime {
         }
     }
 
-    /// `c:reconnect()` on a closed connection brings it back to life.
-    func connectionRevived(_ c: LuaConnection) {
+    /// `c:reconnect()` on a closed connection brings it back to life. The handle
+    /// is the script's own userdata (the method's self): the prelude keys its state by it.
+    func connectionRevived(_ c: LuaConnection, userdata args: LuaArguments) {
         guard c.connection.isAlive, c.handle == nil else { return }
-        lua.push(object: c, class: LuaConnection.className)
-        c.handle = lua.reference()
+        args.lua.pushValue(1)
+        c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
     }
 
@@ -234,7 +235,7 @@ extension ScriptRuntime {
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if !finished && !isAlive { finish(shutdownCode ?? 0) }
+        if finished { connectionsEnded() } else if !isAlive { finish(shutdownCode ?? 0) }
     }
 }
 
@@ -245,7 +246,15 @@ struct ConnectOptions {
     var record: String?
     var recordSecrets = false
 
+    /// How long the connection's close handshake may take, for the script's end.
+    var closeTimeout: TimeAmount {
+        if case .tcp = url { return configuration.tcp.closeTimeout }
+        return configuration.socket.closeTimeout
+    }
+    private let url: TransportURL
+
     init(_ value: LuaValue, function: String, url: TransportURL, custom: @escaping () -> CustomFraming) throws(LuaArgumentError) {
+        self.url = url
         var t = try LuaOptionTable(value, function: function, argument: 2)
         var socket = WebSocketClientOptions()
         var tcp = TCPClientOptions()
@@ -374,7 +383,7 @@ extension TimeAmount {
 /// A Lua framing function (SPEC §4) as a Core decoder: `fn(buffer) -> message,
 /// consumed | nil`, called through the prelude with the bytes buffered so far.
 final class LuaFramer {
-    unowned let runtime: ScriptRuntime
+    weak var runtime: ScriptRuntime?
     weak var connection: LuaConnection?
 
     init(runtime: ScriptRuntime) {
@@ -384,8 +393,8 @@ final class LuaFramer {
     func framing() -> CustomFraming {
         // Held strongly by the decoder; the framer holds the connection weakly, so no cycle.
         CustomFraming { buffer in
-            guard let connection = self.connection else { return nil }
-            return try self.runtime.frame(&buffer, for: connection)
+            guard let connection = self.connection, let runtime = self.runtime else { return nil }
+            return try runtime.frame(&buffer, for: connection)
         }
     }
 }

@@ -91,8 +91,10 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     deinit {
-        // A runtime dropped before its script ended must not leave the future hanging.
-        if !finished { completionPromise.fail(ChannelError.alreadyClosed) }
+        // A runtime dropped before its script ended (or before its end had waited
+        // for its closes: the loop shut down) must not leave the futures hanging.
+        if !retired { completionPromise.fail(ChannelError.alreadyClosed) }
+        connectionsGone?.fail(ChannelError.alreadyClosed)
     }
 
     /// Compiles and starts a script; the future is the exit code, or fails with
@@ -140,12 +142,17 @@ public final class ScriptRuntime: @unchecked Sendable {
             let open = Array(connections.values)
             guard !open.isEmpty else { return finish(code) }
             for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
-            eventLoop.scheduleTask(in: Self.shutdownGrace) { [weak self] in self?.finish(code) }
+            eventLoop.scheduleTask(in: closeGrace) { [weak self] in self?.finish(code) }
         }
     }
 
-    /// How long a signal waits for connections to close: the default close timeout and a little.
-    static let shutdownGrace = TimeAmount.seconds(Int64(6))
+    /// How long an ending script waits for its connections and servers to close:
+    /// the longest close timeout among them and a little (their own close
+    /// handshakes give up after it, so this only guards against a lost event).
+    var closeGrace: TimeAmount {
+        let longest = connections.values.map(\.closeTimeout).max() ?? .seconds(Int64(5))
+        return max(longest, .seconds(Int64(5))) + .seconds(Int64(1))
+    }
 
     /// The compiled main chunk is on top of the stack.
     private func start(arguments: [String]) {
@@ -181,7 +188,16 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// Set while shutting down on a signal: the exit code once everything closed.
     var shutdownCode: Int32?
 
-    var isAlive: Bool { timers.count > 0 || !connections.isEmpty || !servers.isEmpty }
+    var isAlive: Bool { heldOpen || timers.count > 0 || !connections.isEmpty || !servers.isEmpty }
+
+    /// Set by the test runner: the script ends only by `mw.exit`, never because
+    /// nothing is left alive between two tests.
+    var heldOpen = false
+    /// What `finish` waits for before it completes: servers closing, and whether
+    /// every connection has ended (see `connectionEnded`).
+    private var closingServers: [(server: LuaServer, closed: EventLoopFuture<Void>)] = []
+    private var connectionsGone: EventLoopPromise<Void>?
+    private var retired = false
 
     /// An error nothing caught: report it, and end the script unless `keepGoing`.
     /// Returns true when the script goes on.
@@ -193,17 +209,49 @@ public final class ScriptRuntime: @unchecked Sendable {
         return false
     }
 
+    /// Ends the script: no Lua runs from here on. Servers stop listening and
+    /// connections close without reconnecting; the exit code is delivered once
+    /// they have closed (bounded by `closeGrace`), and only then are their
+    /// delegates detached, so whatever arrives later is dropped.
     func finish(_ code: Int32) {
         guard !finished else { return }
         finished = true
+        heldOpen = false
         timers.cancelAll()
-        // Ending at once: servers stop listening, connections close without reconnecting.
-        for s in servers.values { _ = s.server.close() }
+        let grace = closeGrace
+        for s in servers.values { closingServers.append((s, s.server.close())) }
         servers.removeAll()
-        for c in connections.values { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "script ended") }
+        let gone = eventLoop.makePromise(of: Void.self)
+        connectionsGone = gone
+        for c in Array(connections.values) { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "script ended") }
+        connectionsEnded()
+        let closed = EventLoopFuture.andAllComplete(closingServers.map(\.closed) + [gone.futureResult], on: eventLoop)
+        let deadline = eventLoop.scheduleTask(in: grace) { [self] in retire(code) }
         // Complete after the Lua code on the stack now has unwound, so nobody
         // acting on the exit code races the loop still running Lua.
-        eventLoop.execute { [completionPromise] in completionPromise.succeed(code) }
+        closed.whenComplete { [self] _ in
+            deadline.cancel()
+            eventLoop.execute { self.retire(code) }
+        }
+    }
+
+    /// While finishing: the last connection has ended.
+    func connectionsEnded() {
+        guard connections.isEmpty, let gone = connectionsGone else { return }
+        connectionsGone = nil
+        gone.succeed(())
+    }
+
+    /// The last step of `finish`: nothing of the script's reaches Lua any more.
+    private func retire(_ code: Int32) {
+        guard !retired else { return }
+        retired = true
+        for c in connections.values { c.connection.delegate = nil }
+        for s in closingServers { s.server.server.delegate = nil }
+        closingServers.removeAll()
+        connectionsGone?.succeed(())
+        connectionsGone = nil
+        completionPromise.succeed(code)
     }
 
     public static func writeToStderr(_ message: String) {

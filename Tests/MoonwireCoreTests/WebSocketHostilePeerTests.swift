@@ -245,7 +245,8 @@ struct WebSocketHostilePeerTests {
         _ = try await TestClient.run("ws://127.0.0.1:\(peer.port)/")
         let report = try await peer.report.get()
         #expect(report.closeCodes == [1007])
-        #expect((report.closeAfter ?? 99) < 1.0)
+        // Failed at the bad bytes, not after the peer's 3 s pause before the rest.
+        #expect((report.closeAfter ?? 99) < 2.9)
     }
 
     @Test("pings are answered, fragments with interleaved control frames assemble, peer close is echoed")
@@ -287,7 +288,8 @@ struct WebSocketHostilePeerTests {
             Issue.record("no close: \(events)")
         }
         let elapsed = NIODeadline.now() - (closedAt.withLockedValue { $0 } ?? .now())
-        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(2))
+        // Not before close_timeout; the upper bound only catches a drop that never comes.
+        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(10))
     }
 
     @Test("a closed connection can be dialled again from its didClose")

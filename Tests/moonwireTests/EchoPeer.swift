@@ -19,6 +19,8 @@ final class EchoPeer {
         let pythonPath = Pipe()
         setup.standardOutput = pythonPath
         try setup.run()
+        let setupDeadline = ProcessDeadline(setup, seconds: 300)
+        defer { setupDeadline.check("setup_venv.sh") }
         let python = String(decoding: pythonPath.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         setup.waitUntilExit()
@@ -36,6 +38,8 @@ final class EchoPeer {
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         try process.run()
+        let startDeadline = ProcessDeadline(process, seconds: 60)
+        defer { startDeadline.check("the echo peer's start") }
         // The peer prints "READY <port>" once it listens: wait for that line, not for time.
         var seen = ""
         while !seen.contains("\n") {

@@ -26,6 +26,13 @@ end
 
 -- Coroutines a test runner gave up on (timed out): never resumed again.
 local abandoned = setmetatable({}, { __mode = "k" })
+-- What each waiting coroutine waits in ("c:receive"), for a timeout's message.
+local waiting_in = setmetatable({}, { __mode = "k" })
+
+local function resumed(co, ...)
+  waiting_in[co] = nil
+  return ...
+end
 
 local function resume(co, ...)
   if abandoned[co] then return end
@@ -37,15 +44,28 @@ local function resume(co, ...)
   end
 end
 
+-- The level, as error() counts it from its caller, of the first function from
+-- `level` up that is the user's: frames of moonwire's own Lua (chunks named
+-- "@moonwire/...") and C functions are passed over, so that misuse is blamed
+-- on the user's line even when it is found a few calls deep in here.
+local function user_level(level)
+  while true do
+    local info = debug.getinfo(level + 1, "S")
+    if not info then return level end
+    if info.what ~= "C" and info.source:sub(1, 10) ~= "@moonwire/" then return level end
+    level = level + 1
+  end
+end
+
 local function bad_argument(n, fname, expected, value)
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, type(value)), 3)
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, type(value)), user_level(3))
 end
 
 local function running_coroutine(fname)
   local co, main = coroutine.running()
   if main then
     error(fname .. ": only inside a coroutine (the main chunk, mw.spawn or a test body);"
-      .. " a callback cannot wait, start a coroutine with mw.spawn", 3)
+      .. " a callback cannot wait, start a coroutine with mw.spawn", user_level(3))
   end
   return co
 end
@@ -61,7 +81,8 @@ function mw.sleep(seconds)
   if type(seconds) ~= "number" then bad_argument(1, "mw.sleep", "number", seconds) end
   local co = running_coroutine("mw.sleep")
   host.after(seconds, function() resume(co) end)
-  coroutine.yield()
+  waiting_in[co] = "mw.sleep"
+  resumed(co, coroutine.yield())
 end
 
 mw.after = host.after
@@ -81,7 +102,7 @@ local function without_codec(opts, fname)
   copy.codec = nil
   if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
       or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
-    error(("bad argument #2 to '%s' (opts.codec: { encode = function, decode = function } expected)"):format(fname), 3)
+    error(("bad argument #2 to '%s' (opts.codec: { encode = function, decode = function } expected)"):format(fname), user_level(3))
   end
   return copy, codec
 end
@@ -106,7 +127,7 @@ local function state_lookup(registry, expected)
   return function(obj, fname)
     local st = registry[obj]
     if not st then
-      error(("bad self to '%s' (%s expected, got %s)"):format(fname, expected, type(obj)), 3)
+      error(("bad self to '%s' (%s expected, got %s)"):format(fname, expected, type(obj)), user_level(3))
     end
     return st
   end
@@ -152,13 +173,13 @@ local function split_heartbeat(hb, fname, argn)
   if message ~= nil then
     if type(message) ~= "string" and type(message) ~= "function" then
       error(("bad argument #%d to '%s' (heartbeat.message: string or function expected, got %s)")
-        :format(argn, fname, type(message)), 3)
+        :format(argn, fname, type(message)), user_level(3))
     end
     copy.message = true
   end
   if reply ~= nil then
     if type(reply) ~= "string" then
-      error(("bad argument #%d to '%s' (heartbeat.reply: pattern expected, got %s)"):format(argn, fname, type(reply)), 3)
+      error(("bad argument #%d to '%s' (heartbeat.reply: pattern expected, got %s)"):format(argn, fname, type(reply)), user_level(3))
     end
     copy.reply = true
   end
@@ -195,6 +216,14 @@ end
 
 define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect" }, state_of)
 
+-- c:reconnect() brings a closed connection back: receive and wait_open wait again.
+local raw_reconnect = methods.reconnect
+function methods.reconnect(self, ...)
+  local st = state_of(self, "c:reconnect")
+  raw_reconnect(self, ...)
+  if select("#", ...) == 0 then st.final = false end
+end
+
 local raw_send = methods.send
 function methods.send(self, data, kind)
   local st = state_of(self, "c:send")
@@ -202,7 +231,7 @@ function methods.send(self, data, kind)
   if codec and codec.encode then
     data = codec.encode(data)
     if type(data) ~= "string" then
-      error("c:send: the codec's encode returned a " .. type(data) .. ", not a string", 2)
+      error("c:send: the codec's encode returned a " .. type(data) .. ", not a string", user_level(2))
     end
   end
   return raw_send(self, data, kind)
@@ -212,7 +241,7 @@ end
 -- `timeout` seconds passed (then returns nil, "timeout").
 local function wait(st, fname, kind, timeout, match)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
-    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), 3)
+    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), user_level(3))
   end
   local waiter = { co = running_coroutine(fname), kind = kind, match = match }
   append(st, "waiters", waiter)
@@ -227,7 +256,8 @@ local function wait(st, fname, kind, timeout, match)
       end
     end)
   end
-  return coroutine.yield()
+  waiting_in[waiter.co] = fname
+  return resumed(waiter.co, coroutine.yield())
 end
 
 -- Wakes the waiters `pick` chooses (called with each waiter, in order), after
@@ -278,6 +308,7 @@ function methods.request(self, message, match, timeout)
     bad_argument(2, "c:request", "function or pattern", match)
   end
   running_coroutine("c:request")
+  if message == nil then bad_argument(1, "c:request", "message", message) end
   local ok, err = self:send(message)
   if not ok then return nil, err end
   return wait(st, "c:request", "request", timeout, match)
@@ -414,7 +445,7 @@ local function encode_for(st, data, fname)
   if codec and codec.encode then
     data = codec.encode(data)
     if type(data) ~= "string" then
-      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", 3)
+      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(3))
     end
   end
   return data
@@ -523,6 +554,16 @@ local internal = {
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
+  waiting_in = function(co) return waiting_in[co] end,
+  -- A test is over: what it opened hears nothing more (handlers, waiters).
+  detach = function(obj)
+    local st = conns[obj]
+    if st then
+      st.on_open, st.on_message, st.on_close, st.on_error, st.on_reconnect, st.waiters = NONE, NONE, NONE, NONE, NONE, NONE
+    end
+    st = servers[obj]
+    if st then st.on_connect, st.on_message, st.on_close = {}, {}, {} end
+  end,
 }
 
 return mw, start, internal
