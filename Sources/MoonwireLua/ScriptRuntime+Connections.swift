@@ -54,6 +54,9 @@ extension ScriptRuntime {
         ("ping", { L, ctx in
             LuaBinding.enter(L, ctx, "c:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let c = try rt.connection(args)
+                guard c.connection.supportsPing else {
+                    throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
+                }
                 let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
                 guard payload.count <= 125 else { throw args.error(2, "a ping payload is at most 125 bytes") }
                 if c.connection.ping(ByteBuffer(bytes: payload)) {
@@ -122,6 +125,7 @@ extension ScriptRuntime {
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
+        managed.logger = options.logger
         let c = LuaConnection(runtime: self, connection: managed)
         framer.connection = c
         managed.delegate = c
@@ -146,6 +150,10 @@ extension ScriptRuntime {
             args.lua.push("queue full (\(c.connection.queueLimit) messages are waiting for the connection to open)")
             return 2
         case .closed:
+            // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
+            if c.connection.state == "open", let refusal = c.connection.lastRefusal {
+                throw args.error(2, refusal)
+            }
             args.lua.pushNil()
             args.lua.push("closed")
             return 2

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -12,18 +13,21 @@ public protocol ManagedConnectionDelegate: AnyObject {
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport)
     /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
-    /// An application-level heartbeat is due: the message to send.
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer?
-    /// With a heartbeat `reply` pattern: does this message answer the heartbeat?
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool
+    /// An application-level heartbeat is due: the message to send, and its kind.
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)?
+    /// With a heartbeat `reply`: does this message answer the heartbeat? A reply is
+    /// consumed: it is not passed on to ``managedConnection(_:didReceive:kind:)``.
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool
 }
 
 extension ManagedConnectionDelegate {
     public func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
         ManagedConnection.RetryDecision()
     }
-    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? { nil }
-    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool { false }
+    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? { nil }
+    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
+        false
+    }
 }
 
 /// A long-lived client connection as the scripting API presents it: a
@@ -102,6 +106,16 @@ public final class ManagedConnection {
 
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
+    /// Where the connection's events (debug), messages (trace) and reconnect attempts
+    /// (info) are logged; nil logs nothing. See ``ConnectionLog``.
+    public var logger: Logger?
+    /// The URL dialled, as logged.
+    private var urlText: String
+    /// Why the open transport refused the last message `send` answered `.closed` for
+    /// (a TCP framing cannot carry it), or nil.
+    public private(set) var lastRefusal: String?
+    /// The last failure, named by the reconnect log line.
+    private var lastError: String?
     public let queueLimit: Int
     private let socket: any Transport
     private let events = SocketEvents()
@@ -121,6 +135,7 @@ public final class ManagedConnection {
 
     public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
+        urlText = url.description
         queueLimit = configuration.queueLimit
         socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
@@ -154,12 +169,16 @@ public final class ManagedConnection {
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
         switch lifecycle.sendRoute {
         case .send:
-            if (try? socket.send(data, kind: kind)) != nil {
+            do {
+                try socket.send(data, kind: kind)
                 heartbeat.didSend(at: .now())
+                if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
                 return .sent
-            }
-            // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
-            guard socket.state != .open else { return .closed }
+            } catch where socket.state == .open {
+                // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
+                lastRefusal = error.description
+                return .closed
+            } catch {}
             // The lifecycle still says open, but the transport is on its way down (it failed
             // the peer for a protocol violation and waits for its close frame): its end comes
             // soon, and a reconnect may follow. Queue, as while reconnecting.
@@ -177,6 +196,9 @@ public final class ManagedConnection {
         case .full: return .queueFull
         }
     }
+
+    /// False for TCP: there is no ping, a heartbeat needs a message.
+    public var supportsPing: Bool { socket.supportsPing }
 
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
@@ -222,6 +244,7 @@ public final class ManagedConnection {
     private func perform(_ action: ConnectionLifecycle.Action) {
         switch action {
         case .dial:
+            logger?.debug("connecting to \((nextURL?.description ?? urlText))")
             ignoringSocket = false
             do {
                 try socket.dial(nextURL)
@@ -240,6 +263,7 @@ public final class ManagedConnection {
             heartbeatTimer?.task.cancel()
             heartbeatTimer = nil
         case .notifyOpen(let reconnects):
+            logger?.debug("open: \(urlText)\(openInfo?.subprotocol.map { " (protocol \($0))" } ?? "")")
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
@@ -269,11 +293,22 @@ public final class ManagedConnection {
         case .dropConnection:
             socket.abort()
         case .reportError(let error):
+            lastError = error.description
+            logger?.debug("error: \(error.description)")
             delegate?.managedConnection(self, didFail: error)
         case .reportClose(let report):
+            logger?.debug("closed: \(report.code)\(report.reason.isEmpty ? "" : " \(report.reason)") by \(report.by.rawValue)\(report.willReconnect ? ", will reconnect" : "")")
             delegate?.managedConnection(self, didClose: report)
         case .askReconnectHook(let attempt, let delay):
             let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
+            if case .stop = decision.answer {
+                logger?.info("not retrying \(urlText): on_reconnect said no")
+            } else {
+                var wait = delay
+                if case .delay(let d) = decision.answer { wait = d }
+                let attempts = lifecycle.reconnectPolicy.flatMap { $0.attempts }
+                logger?.info("\(ConnectionLog.retry(delay: wait, attempt: attempt, of: attempts, after: lastError)) (\(nextURL?.description ?? urlText))")
+            }
             if let url = decision.url { nextURL = url }
             if let headers = decision.headers, let webSocket = socket as? WebSocketConnection { webSocket.options.headers = headers }
             drive(lifecycle.reconnectHookAnswered(decision.answer))
@@ -313,8 +348,8 @@ public final class ManagedConnection {
         case .sendPing(let payload)?:
             try? socket.ping(ByteBuffer(bytes: payload))
         case .sendMessage?:
-            if let message = delegate?.managedConnectionHeartbeatMessage(self) {
-                try? socket.send(message, kind: .text)
+            if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
+                try? socket.send(message, kind: kind)
             }
         case .declareDead?:
             drive(lifecycle.heartbeatFailed())
@@ -335,9 +370,11 @@ public final class ManagedConnection {
 
     fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         let now = NIODeadline.now()
+        if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
-            delegate?.managedConnection(self, isHeartbeatReply: message) == true {
+            delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
             heartbeat.didReceiveReply(at: now)
+            return
         } else {
             heartbeat.didReceiveMessage(at: now)
         }
