@@ -58,7 +58,7 @@ import Testing
             local t = {} t.self = t
             try(mw.json.encode, t)
             try(mw.json.encode, 0/0)
-            try(function() return mw.json.encode({}, { prety = true }) end)
+            try(function() local s = mw.json.encode({}, { prety = true }) end)
             lines[#lines + 1] = select(2, mw.json.decode('[1, 2'))
             lines[#lines + 1] = select(2, mw.json.decode('{"a":1}\\n x'))
             lines[#lines + 1] = select(2, mw.json.decode(string.rep("[", 1000)))
@@ -69,7 +69,7 @@ import Testing
             mw.json.encode: value.f: a function cannot be written as JSON
             mw.json.encode: value.self: a table that contains itself cannot be written as JSON
             mw.json.encode: value: NaN cannot be written as JSON
-            test.lua:9: bad argument #2 to 'mw.json.encode' (unknown option 'opts.prety')
+            test.lua:8: bad argument #2 to 'mw.json.encode' (unknown option 'opts.prety')
             ',' or ']' expected at line 1 column 6 (byte 6)
             text after the JSON value at line 2 column 2 (byte 10)
             nested more than 500 levels deep at line 1 column 501 (byte 501)

@@ -191,6 +191,8 @@ public final class ManagedConnection {
     }
 
     private func enqueue(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+        // Logged as it is queued (the flush at open sends it without another line).
+        if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data)) (queued)") }
         switch queue.enqueue(Outgoing(data: data, kind: kind)) {
         case .queued, .droppedOldest, .droppedNewest: return .queued
         case .full: return .queueFull

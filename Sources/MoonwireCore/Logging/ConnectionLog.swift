@@ -41,8 +41,9 @@ public enum ConnectionLog {
 
     /// A reconnect attempt about to be scheduled; `attempts` nil for no limit.
     public static func retry(delay: TimeAmount, attempt: Int, of attempts: Int?, after error: String?) -> String {
-        let seconds = (Double(delay.nanoseconds) / 1e8).rounded() / 10
+        let ms = delay.nanoseconds / 1_000_000
+        let wait = ms < 100 ? "\(ms) ms" : "\((Double(ms) / 100).rounded() / 10) s"
         let limit = attempts.map { " of \($0)" } ?? ""
-        return "retrying in \(seconds) s, attempt \(attempt)\(limit)" + (error.map { ": \($0)" } ?? "")
+        return "retrying in \(wait), attempt \(attempt)\(limit)" + (error.map { ": \($0)" } ?? "")
     }
 }

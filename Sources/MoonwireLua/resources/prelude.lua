@@ -142,6 +142,52 @@ local methods = host.connection_methods
 
 local state_of = state_lookup(conns, "a connection from mw.connect")
 
+-- Why `p` is not a valid Lua pattern, or nil. Matching it against a string
+-- would find only the errors the match happens to reach, so the pattern is
+-- read the way lstrlib.c reads it.
+local function pattern_error(p)
+  local i, n, open = 1, #p, 0
+  local byte = string.byte
+  while i <= n do
+    local c = byte(p, i)
+    if c == 37 then -- %
+      if i == n then return "malformed pattern (ends with '%')" end
+      local d = byte(p, i + 1)
+      if d == 98 then -- %b
+        if i + 3 > n then return "missing arguments to '%b'" end
+        i = i + 4
+      elseif d == 102 then -- %f
+        if byte(p, i + 2) ~= 91 then return "missing '[' after '%f' in pattern" end
+        i = i + 2
+      else
+        i = i + 2
+      end
+    elseif c == 91 then -- [
+      local j = i + 1
+      if byte(p, j) == 94 then j = j + 1 end
+      repeat
+        if j > n then return "malformed pattern (missing ']')" end
+        local e = byte(p, j)
+        j = j + 1
+        if e == 37 then j = j + 1 end
+      until byte(p, j) == 93
+      i = j + 1
+    elseif c == 40 then
+      open = open + 1
+      i = i + 1
+    elseif c == 41 then
+      if open == 0 then return "invalid pattern capture" end
+      open = open - 1
+      i = i + 1
+    else
+      i = i + 1
+    end
+  end
+  if open > 0 then return "unfinished capture" end
+  local ok, err = pcall(string.find, "", p)
+  if not ok then return (tostring(err):gsub("^.-: ", "")) end
+end
+
 -- The heartbeat's message (a string or a function), reply (a pattern or a
 -- function) and kind stay on this side; Swift is told only that they exist.
 -- `where` names the table in errors ("opts.heartbeat" for mw.connect).
@@ -162,8 +208,8 @@ local function split_heartbeat(hb, fname, argn, where)
   end
   if reply ~= nil then
     if type(reply) == "string" then
-      local ok, err = pcall(string.find, "", reply)
-      if not ok then bad("reply", "bad Lua pattern " .. ("%q"):format(reply) .. ": " .. tostring(err):gsub("^.-: ", "")) end
+      local err = pattern_error(reply)
+      if err then bad("reply", "bad Lua pattern " .. ("%q"):format(reply) .. ": " .. err) end
     elseif type(reply) ~= "function" then
       bad("reply", "Lua pattern or function expected, got " .. type(reply))
     end
@@ -299,10 +345,8 @@ local function matcher(match, argn, fname)
   local t = type(match)
   if t == "function" then return match end
   if t == "string" then
-    local ok, err = pcall(string.find, "", match)
-    if not ok then
-      error(("bad argument #%d to '%s' (bad Lua pattern %q: %s)"):format(argn, fname, match, (tostring(err):gsub("^.-: ", ""))), 3)
-    end
+    local err = pattern_error(match)
+    if err then error(("bad argument #%d to '%s' (bad Lua pattern %q: %s)"):format(argn, fname, match, err), 3) end
     return function(msg) return type(msg) == "string" and msg:find(match) ~= nil end
   end
   if t == "table" then
