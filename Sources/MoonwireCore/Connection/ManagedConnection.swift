@@ -376,6 +376,8 @@ public final class ManagedConnection {
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
             delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
             heartbeat.didReceiveReply(at: now)
+            // An answered probe can bring the next one earlier than the armed timeout.
+            armHeartbeat()
             return
         } else {
             heartbeat.didReceiveMessage(at: now)
@@ -385,6 +387,7 @@ public final class ManagedConnection {
 
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
         heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+        armHeartbeat()
     }
 
     fileprivate func socketFailed(_ error: WebSocketConnectionError) {
