@@ -24,6 +24,10 @@ import Testing
             try({ heartbeat = { intervall = 1 } })
             try({ reconnect = { factor = 0.5 } })
             try({ queue = { limit = "x" } })
+            local c = mw.connect("ws://127.0.0.1:1/", { reconnect = false })
+            print(select(2, pcall(function() c:heartbeat({ intervl = 1 }) end)))
+            print(select(2, pcall(function() c:reconnect({ factor = 0 }) end)))
+            c:close()
             local s = assert(mw.listen("ws://127.0.0.1:0/"))
             print(select(2, pcall(function() local s2 = mw.listen("ws://127.0.0.1:0/", { heartbeat = { interval = 1, message = "x" } }) end)))
             s:close()
@@ -38,7 +42,9 @@ import Testing
             \(path):2: bad argument #2 to 'mw.connect' (unknown option 'opts.heartbeat.intervall')
             \(path):2: bad argument #2 to 'mw.connect' (opts.reconnect.factor: must be a number of at least 1)
             \(path):2: bad argument #2 to 'mw.connect' (opts.queue.limit: integer of at least 0 expected, got string)
-            \(path):13: bad argument #2 to 'mw.listen' (opts.heartbeat.message: a server's heartbeat has no message: it pings WebSocket peers and drops silent ones)
+            \(path):13: bad argument #1 to 'c:heartbeat' (unknown option 'opts.intervl')
+            \(path):14: bad argument #1 to 'c:reconnect' (opts.factor: must be a number of at least 1)
+            \(path):17: bad argument #2 to 'mw.listen' (opts.heartbeat.message: a server's heartbeat has no message: it pings WebSocket peers and drops silent ones)
 
             """)
     }
