@@ -9,7 +9,8 @@ final class EchoPeer {
 
     var url: String { "ws://127.0.0.1:\(port)/" }
 
-    init() throws {
+    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py).
+    init(script: String = "echo_websockets.py") throws {
         let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
         let setup = Process()
         setup.executableURL = URL(fileURLWithPath: "/bin/bash")
@@ -24,7 +25,7 @@ final class EchoPeer {
 
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [peers.appendingPathComponent("echo_websockets.py").path]
+        process.arguments = [peers.appendingPathComponent(script).path]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

@@ -172,4 +172,18 @@ import Testing
 
             """)
     }
+
+    @Test func socketIOv4AgainstPythonSocketIO() throws {
+        let server = try EchoPeer(script: "socketio_server.py")
+        let r = try CommandRunner.run("run", "examples/socketio_client.lua", server.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            engine.io open, ping every 25000 ms
+            connected, sid is a string
+            event\tchat\techo: hello
+            ack\t5
+            ack\t42
+
+            """)
+    }
 }

@@ -8,30 +8,13 @@ local math_type = math.type
 
 local M = {}
 
-local function quote(s)
-  return '"' .. s:gsub('[%c"\\\128-\255]', function(c)
-    if c == '"' then return '\\"' end
-    if c == "\\" then return "\\\\" end
-    if c == "\n" then return "\\n" end
-    if c == "\t" then return "\\t" end
-    if c == "\r" then return "\\r" end
-    return format("\\x%02x", byte(c))
-  end) .. '"'
-end
+local escapes = { ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t", ["\r"] = "\\r" }
+local function escape(c) return escapes[c] or format("\\x%02x", byte(c)) end
 
 -- Valid UTF-8 text prints as is; other bytes (binary messages) as \xNN.
 local function quote_string(s)
-  if utf8.len(s) then
-    return '"' .. s:gsub('[%c"\\]', function(c)
-      if c == '"' then return '\\"' end
-      if c == "\\" then return "\\\\" end
-      if c == "\n" then return "\\n" end
-      if c == "\t" then return "\\t" end
-      if c == "\r" then return "\\r" end
-      return format("\\x%02x", byte(c))
-    end) .. '"'
-  end
-  return quote(s)
+  local unsafe = utf8.len(s) and '[%c"\\]' or '[%c"\\\128-\255]'
+  return '"' .. s:gsub(unsafe, escape) .. '"'
 end
 
 local function is_identifier(k)
