@@ -51,6 +51,25 @@ extension ScriptRuntime {
                 try rt.send(args)
             }
         }),
+        ("send_now", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:send_now", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                let c = try rt.connection(args)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                if c.connection.sendNow(buffer, kind: kind) == .sent {
+                    args.lua.push(true)
+                    return 1
+                }
+                args.lua.pushNil()
+                args.lua.push("not open")
+                return 2
+            }
+        }),
+        ("ready", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:ready", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                args.lua.push(try rt.connection(args).connection.ready())
+                return 1
+            }
+        }),
         ("ping", { L, ctx in
             LuaBinding.enter(L, ctx, "c:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let c = try rt.connection(args)
@@ -291,6 +310,10 @@ struct ConnectOptions {
             configuration.heartbeat = heartbeat.value
         }
         if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
+        if let ready = try t.string("ready") {
+            guard ready == "open" || ready == "manual" else { throw t.error("ready", "\"open\" or \"manual\" expected, got \"\(ready)\"") }
+            configuration.manualReady = ready == "manual"
+        }
         try t.finish()
     }
 

@@ -98,6 +98,40 @@ import Testing
             """)
     }
 
+    @Test func manualReadyHoldsTheQueueUntilTheHandshakeIsDone() throws {
+        let path = try CommandRunner.script("ready.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            local got = {}
+            s:on_message(function(peer, msg)
+              got[#got + 1] = msg
+              if msg == "hello" then peer:send("welcome") end
+              if msg == "b" then print(table.concat(got, ",")) s:close() end
+            end)
+            local c = mw.connect(s:url(), { reconnect = false, ready = "manual" })
+            print(c:send_now("too early"))
+            c:send("a")
+            assert(c:wait_open(10))
+            print(c:state())
+            c:send("b")
+            c:send_now("hello")
+            assert(c:expect("welcome", 10))
+            c:on_ready(function(conn) print("on_ready", conn:state()) end)
+            print(c:ready(), c:state(), c:ready())
+            print(pcall(function() local x = mw.connect(s:url(), { ready = "later" }) end))
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            nil\tnot open
+            open
+            on_ready\tready
+            true\tready\tfalse
+            false\t\(path):18: bad argument #2 to 'mw.connect' (opts.ready: "open" or "manual" expected, got "later")
+            hello,a,b
+
+            """)
+    }
+
     @Test func tcpFramingAndPingMisuseAreErrorsInWords() throws {
         let path = try CommandRunner.script("tcpmisuse.lua", """
             local s = assert(mw.listen("tcp://127.0.0.1:0"))
@@ -180,9 +214,11 @@ import Testing
         #expect(r.stdout == """
             engine.io open, ping every 25000 ms
             connected, sid is a string
+            ready: the queue goes out
             event\tchat\techo: hello
             ack\t5
             ack\t42
+            state\tready
 
             """)
     }

@@ -54,6 +54,9 @@ public final class ManagedConnection {
         public var overflow = SendQueue<Outgoing>.Overflow.error
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var heartbeat: HeartbeatMonitor.Configuration? = HeartbeatMonitor.Configuration()
+        /// `ready = "manual"`: after each open, what is sent or queued stays queued until
+        /// ``ready()`` (the application's own handshake, sent with ``sendNow(_:kind:)``).
+        public var manualReady = false
 
         public init() {}
     }
@@ -114,6 +117,11 @@ public final class ManagedConnection {
     /// Why the open transport refused the last message `send` answered `.closed` for
     /// (a TCP framing cannot carry it), or nil.
     public private(set) var lastRefusal: String?
+    private let manualReady: Bool
+    /// With `manualReady`: whether ``ready()`` released the queue since the last dial.
+    public private(set) var released = false
+    /// Sends wait in the queue: manual ready, not yet released.
+    private var holding: Bool { manualReady && !released }
     /// The last failure, named by the reconnect log line.
     private var lastError: String?
     public let queueLimit: Int
@@ -136,6 +144,7 @@ public final class ManagedConnection {
     public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
         urlText = url.description
+        manualReady = configuration.manualReady
         queueLimit = configuration.queueLimit
         socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
@@ -168,6 +177,8 @@ public final class ManagedConnection {
 
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
         switch lifecycle.sendRoute {
+        case .send where holding:
+            return enqueue(data, kind: kind)
         case .send:
             do {
                 try socket.send(data, kind: kind)
@@ -197,6 +208,26 @@ public final class ManagedConnection {
         case .queued, .droppedOldest, .droppedNewest: return .queued
         case .full: return .queueFull
         }
+    }
+
+    /// `c:send_now`: past the queue while it is held for `ready = "manual"` (the
+    /// application's handshake); like ``send(_:kind:)`` otherwise, but never queued.
+    public func sendNow(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+        guard lifecycle.sendRoute == .send else { return .closed }
+        let wasReleased = released
+        released = true
+        defer { released = wasReleased }
+        return send(data, kind: kind)
+    }
+
+    /// `c:ready()`: the application's handshake is done; what waited goes out, in
+    /// order, and later sends go straight out. False unless open and held.
+    @discardableResult
+    public func ready() -> Bool {
+        guard holding, lifecycle.sendRoute == .send else { return false }
+        released = true
+        perform(.flushQueue)
+        return true
     }
 
     /// False for TCP: there is no ping, a heartbeat needs a message.
@@ -246,6 +277,7 @@ public final class ManagedConnection {
     private func perform(_ action: ConnectionLifecycle.Action) {
         switch action {
         case .dial:
+            released = false
             logger?.debug("connecting to \((nextURL?.description ?? urlText))")
             ignoringSocket = false
             do {
@@ -269,6 +301,8 @@ public final class ManagedConnection {
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
+            // Manual ready: the queue waits for ready(), which performs this again.
+            if holding { break }
             var waiting = queue.drain()[...]
             while let message = waiting.popFirst() {
                 if (try? socket.send(message.data, kind: message.kind)) != nil { continue }

@@ -250,7 +250,7 @@ function mw.connect(url, opts)
   end
   local c = host.connect(url, opts)
   conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
-               on_reconnect = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
+               on_reconnect = NONE, on_ready = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
                framer = framer, kind = kind, hb_kind = hb_kind }
   return c
 end
@@ -263,7 +263,7 @@ function methods.heartbeat(self, opts)
   st.hb_message, st.hb_reply, st.hb_kind = message, reply, kind
 end
 
-define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect" }, state_of)
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "ready" }, state_of)
 
 local raw_send = methods.send
 function methods.send(self, data, kind)
@@ -363,9 +363,41 @@ function methods.receive(self, timeout)
   return wait(st, "c:receive", "receive", timeout)
 end
 
+-- ready = "manual": c:send_now(data [, kind]) passes the held queue (the
+-- application's handshake), c:ready() releases it in order and runs on_ready;
+-- the state is then "ready" until the connection closes.
+local raw_send_now, raw_ready, raw_state = methods.send_now, methods.ready, methods.state
+function methods.send_now(self, data, kind)
+  local st = state_of(self, "c:send_now")
+  local codec = st.codec
+  if codec and codec.encode then
+    data = codec.encode(data)
+    if type(data) ~= "string" then
+      error("c:send_now: the codec's encode returned a " .. type(data) .. ", not a string", 2)
+    end
+  end
+  return raw_send_now(self, data, kind or st.kind)
+end
+
+function methods.ready(self)
+  local st = state_of(self, "c:ready")
+  if not raw_ready(self) then return false end
+  st.released = true
+  for _, handler in ipairs(st.on_ready) do handler(self) end
+  return true
+end
+
+function methods.state(self)
+  local st = state_of(self, "c:state")
+  local state = raw_state(self)
+  if state == "open" and st.released then return "ready" end
+  return state
+end
+
 function methods.wait_open(self, timeout)
   local st = state_of(self, "c:wait_open")
-  if self:state() == "open" then return true end
+  local state = self:state()
+  if state == "open" or state == "ready" then return true end
   if st.final then return nil, st.last_error or "closed" end
   return wait(st, "c:wait_open", "open", timeout)
 end
@@ -440,6 +472,7 @@ end
 function events.close(c, code, reason, info)
   local st = conns[c]
   if not st then return end
+  st.released = nil
   if not info.will_reconnect then st.final = true end
   for _, handler in ipairs(st.on_close) do handler(c, code, reason, info) end
   wake(st, is_data_waiter, nil, "closed")
