@@ -265,17 +265,22 @@ end
 
 define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "ready" }, state_of)
 
-local raw_send = methods.send
-function methods.send(self, data, kind)
-  local st = state_of(self, "c:send")
+-- `data` through the connection's codec, if it encodes; errors at the caller of `fname`.
+local function encode_message(st, data, fname)
   local codec = st.codec
   if codec and codec.encode then
     data = codec.encode(data)
     if type(data) ~= "string" then
-      error("c:send: the codec's encode returned a " .. type(data) .. ", not a string", 2)
+      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", 3)
     end
   end
-  return raw_send(self, data, kind or st.kind)
+  return data
+end
+
+local raw_send = methods.send
+function methods.send(self, data, kind)
+  local st = state_of(self, "c:send")
+  return raw_send(self, encode_message(st, data, "c:send"), kind or st.kind)
 end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until
@@ -369,14 +374,7 @@ end
 local raw_send_now, raw_ready, raw_state = methods.send_now, methods.ready, methods.state
 function methods.send_now(self, data, kind)
   local st = state_of(self, "c:send_now")
-  local codec = st.codec
-  if codec and codec.encode then
-    data = codec.encode(data)
-    if type(data) ~= "string" then
-      error("c:send_now: the codec's encode returned a " .. type(data) .. ", not a string", 2)
-    end
-  end
-  return raw_send_now(self, data, kind or st.kind)
+  return raw_send_now(self, encode_message(st, data, "c:send_now"), kind or st.kind)
 end
 
 function methods.ready(self)
@@ -539,7 +537,11 @@ function events.heartbeat_reply(c, message, kind)
     decoded = codec.decode(message, kind)
     st.decoded_raw, st.decoded = message, decoded
   end
-  return reply(decoded) and true or false
+  if reply(decoded) then
+    st.decoded_raw, st.decoded = nil, nil
+    return true
+  end
+  return false
 end
 
 -- Servers -------------------------------------------------------------------
