@@ -22,6 +22,11 @@ let package = Package(
             pkgConfig: "lua5.4",
             providers: [.apt(["liblua5.4-dev"])]
         ),
+        .systemLibrary(
+            name: "CLibEdit",
+            pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"])]
+        ),
         .target(
             name: "CLuaShim",
             dependencies: ["CLua"]
@@ -54,8 +59,10 @@ let package = Package(
             dependencies: [
                 "MoonwireCore",
                 "MoonwireLua",
+                "CLibEdit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            resources: [.embedInCode("resources/listen_script.lua")]
         ),
         .executableTarget(
             name: "moonwire-bench",
@@ -71,7 +78,7 @@ let package = Package(
             exclude: ["Peers"]
         ),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
-        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures"]),
+        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures", "Interactive"]),
     ],
     swiftLanguageModes: [.v5]
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
-# Lua 5.4 (headers and library), lua-cjson, lua-luassert, pkg-config; with --test,
+# Lua 5.4 (headers and library), lua-cjson, lua-luassert, pkg-config, libedit (the line
+# editor of `connect` and `listen`); with --test,
 # also the peers the tests talk to.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
@@ -9,6 +10,7 @@ need=()
 pkg-config --exists lua5.4 2>/dev/null || need+=(liblua5.4-dev pkg-config)
 [ -e /usr/lib/x86_64-linux-gnu/lua/5.4/cjson.so ] || [ -n "$(find /usr/lib -path '*lua/5.4/cjson.so' 2>/dev/null | head -1)" ] || need+=(lua-cjson)
 [ -d /usr/share/lua/5.4/luassert ] || need+=(lua-luassert)
+pkg-config --exists libedit 2>/dev/null || need+=(libedit-dev)
 # The test peers: Debian's node-ws, a venv for Python websockets, openssl for test certificates,
 # mosquitto.
 if [ "${1:-}" = "--test" ]; then

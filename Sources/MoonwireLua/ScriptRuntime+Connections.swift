@@ -145,6 +145,7 @@ extension ScriptRuntime {
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
+        managed.recorder = try recorder(parsed, url: text, args: args)
         let c = LuaConnection(runtime: self, connection: managed)
         framer.connection = c
         managed.delegate = c
@@ -155,6 +156,18 @@ extension ScriptRuntime {
         // Dial on the next loop turn, so handlers set right after mw.connect see every event.
         eventLoop.execute { managed.start() }
         return 1
+    }
+
+    /// `opts.record` gets a file of its own; else `run --record`'s file, if any.
+    private func recorder(_ parsed: ConnectOptions, url: String, args: LuaArguments) throws -> ConnectionRecorder? {
+        let headers = parsed.configuration.socket.headers
+        guard let path = parsed.record else { return options.recorder?.connection(url: url, headers: headers) }
+        do {
+            let session = try SessionRecorder(path: path, toolVersion: Self.version, url: url, headers: headers, recordSecrets: parsed.recordSecrets)
+            return session.connection(url: url, headers: headers)
+        } catch {
+            throw args.error(2, "opts.record: \(error)")
+        }
     }
 
     private func send(_ args: LuaArguments) throws -> Int32 {
@@ -248,13 +261,16 @@ extension ScriptRuntime {
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if !finished && !isAlive { finish(0) }
+        if !finished && !isAlive { finish(shutdownCode ?? 0) }
     }
 }
 
 /// The `opts` of `mw.connect`, checked.
 struct ConnectOptions {
     var configuration = ManagedConnection.Configuration()
+    /// `record = FILE`, `record_secrets = true` (docs/recording.md).
+    var record: String?
+    var recordSecrets = false
 
     init(_ value: LuaValue, function: String, url: TransportURL, custom: @escaping () -> CustomFraming) throws(LuaArgumentError) {
         var t = try LuaOptionTable(value, function: function, argument: 2)
@@ -314,6 +330,8 @@ struct ConnectOptions {
             guard ready == "open" || ready == "manual" else { throw t.error("ready", "\"open\" or \"manual\" expected, got \"\(ready)\"") }
             configuration.manualReady = ready == "manual"
         }
+        record = try t.string("record")
+        recordSecrets = try t.boolean("record_secrets") ?? false
         try t.finish()
     }
 

@@ -235,7 +235,7 @@ extension ScriptRuntime {
             guard let self, let handle = s.handle else { return }
             self.lua.release(handle)
             s.handle = nil
-            if !self.finished && !self.isAlive { self.finish(0) }
+            if !self.finished && !self.isAlive { self.finish(self.shutdownCode ?? 0) }
         }
     }
 

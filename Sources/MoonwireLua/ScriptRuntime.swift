@@ -27,11 +27,14 @@ public final class ScriptRuntime: @unchecked Sendable {
         /// side by side (`run --workers`) this is, counting from 1.
         public var worker: Int
         public var workers: Int
+        /// `run --record FILE`: every connection of the script is recorded there.
+        public var recorder: SessionRecorder?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
-            worker: Int = 1, workers: Int = 1
+            worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil
         ) {
+            self.recorder = recorder
             self.keepGoing = keepGoing
             self.logger = logger
             self.reportError = reportError
@@ -171,7 +174,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         } catch {
             // mw.exit: already finishing.
         }
-        if !finished && !isAlive { finish(0) }
+        if !finished && !isAlive { finish(shutdownCode ?? 0) }
         return completed
     }
 

@@ -37,6 +37,8 @@ struct Run: ParsableCommand {
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
     var workers = 1
 
+    @OptionGroup var recording: RecordOptions
+
     @Argument(help: "The Lua script to run.")
     var script: String
 
@@ -51,6 +53,7 @@ struct Run: ParsableCommand {
 
     func run() throws {
         try ScriptFile.checkReadable(script)
+        let recorder = try recording.makeRecorder()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: workers)
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
@@ -61,7 +64,7 @@ struct Run: ParsableCommand {
                 options: .init(
                     keepGoing: keepGoing, logger: global.makeLogger(worker: named),
                     reportError: { [global] in global.reportError($0, worker: named) },
-                    worker: worker, workers: workers
+                    worker: worker, workers: workers, recorder: recorder
                 )
             )
         }

@@ -9,9 +9,10 @@ final class EchoPeer {
 
     var url: String { "ws://127.0.0.1:\(port)/" }
 
-    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py).
-    init(script: String = "echo_websockets.py") throws {
-        let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+    static let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+
+    /// The venv's python (websockets, pexpect), made by setup_venv.sh if it is missing.
+    static func python() throws -> String {
         let setup = Process()
         setup.executableURL = URL(fileURLWithPath: "/bin/bash")
         setup.arguments = [peers.appendingPathComponent("setup_venv.sh").path]
@@ -22,7 +23,13 @@ final class EchoPeer {
             .trimmingCharacters(in: .whitespacesAndNewlines)
         setup.waitUntilExit()
         guard setup.terminationStatus == 0 else { throw PeerError("setup_venv.sh failed (is PyPI reachable?)") }
+        return python
+    }
 
+    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py).
+    init(script: String = "echo_websockets.py") throws {
+        let python = try Self.python()
+        let peers = Self.peers
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [peers.appendingPathComponent(script).path]

@@ -11,6 +11,8 @@ public protocol ManagedConnectionDelegate: AnyObject {
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError)
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport)
+    /// A WebSocket pong arrived (answering a heartbeat's ping or one sent with `ping`).
+    func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer)
     /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
     /// An application-level heartbeat is due: the message to send, and its kind.
@@ -28,6 +30,7 @@ extension ManagedConnectionDelegate {
     public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
         false
     }
+    public func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer) {}
 }
 
 /// A long-lived client connection as the scripting API presents it: a
@@ -109,6 +112,8 @@ public final class ManagedConnection {
 
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
+    /// Writes every event to a recording (`--record`, docs/recording.md) when set.
+    public var recorder: ConnectionRecorder?
     /// Where the connection's events (debug), messages (trace) and reconnect attempts
     /// (info) are logged; nil logs nothing. See ``ConnectionLog``.
     public var logger: Logger?
@@ -182,6 +187,7 @@ public final class ManagedConnection {
         case .send:
             do {
                 try socket.send(data, kind: kind)
+                recorder?.message(data, kind: kind, outgoing: true)
                 heartbeat.didSend(at: .now())
                 if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
                 return .sent
@@ -205,7 +211,9 @@ public final class ManagedConnection {
         // Logged as it is queued (the flush at open sends it without another line).
         if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data)) (queued)") }
         switch queue.enqueue(Outgoing(data: data, kind: kind)) {
-        case .queued, .droppedOldest, .droppedNewest: return .queued
+        case .queued, .droppedOldest, .droppedNewest:
+            recorder?.message(data, kind: kind, outgoing: true)
+            return .queued
         case .full: return .queueFull
         }
     }
@@ -235,6 +243,7 @@ public final class ManagedConnection {
 
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
+        recorder?.control("ping", payload: payload, outgoing: true)
         heartbeat.didSend(at: .now())
         return true
     }
@@ -331,11 +340,14 @@ public final class ManagedConnection {
         case .reportError(let error):
             lastError = error.description
             logger?.debug("error: \(error.description)")
+            recorder?.failed(error.description)
             delegate?.managedConnection(self, didFail: error)
         case .reportClose(let report):
             logger?.debug("closed: \(report.code)\(report.reason.isEmpty ? "" : " \(report.reason)") by \(report.by.rawValue)\(report.willReconnect ? ", will reconnect" : "")")
+            recorder?.closed(code: report.code, reason: report.reason, by: report.by.rawValue, clean: report.clean, willReconnect: report.willReconnect)
             delegate?.managedConnection(self, didClose: report)
         case .askReconnectHook(let attempt, let delay):
+            recorder?.reconnecting(attempt: attempt, delay: Double(delay.nanoseconds) / 1e9)
             let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
             if case .stop = decision.answer {
                 logger?.info("not retrying \(urlText): on_reconnect said no")
@@ -401,6 +413,7 @@ public final class ManagedConnection {
     fileprivate func socketOpened(_ info: WebSocketOpenInfo) {
         guard !ignoringSocket else { return }
         openInfo = info
+        recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
         drive(lifecycle.opened())
     }
 
@@ -416,12 +429,15 @@ public final class ManagedConnection {
         } else {
             heartbeat.didReceiveMessage(at: now)
         }
+        recorder?.message(message, kind: kind, outgoing: false)
         delegate?.managedConnection(self, didReceive: message, kind: kind)
     }
 
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
+        recorder?.control("pong", payload: payload, outgoing: false)
         heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
         armHeartbeat()
+        delegate?.managedConnection(self, didReceivePong: payload)
     }
 
     fileprivate func socketFailed(_ error: WebSocketConnectionError) {
