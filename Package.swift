@@ -50,6 +50,8 @@ let package = Package(
             resources: [
                 .embedInCode("resources/prelude.lua"),
                 .embedInCode("resources/test_runner.lua"),
+                .embedInCode("resources/json.lua"),
+                .embedInCode("resources/inspect.lua"),
             ]
         ),
         .executableTarget(

@@ -73,15 +73,18 @@ final class LuaConnection: ManagedConnectionDelegate {
         return runtime.retryDecision(from: answer)
     }
 
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? {
-        guard case .string(let bytes)? = runtime?.dispatchReturning(.heartbeatMessage, for: self, push: { _ in 0 }) else { return nil }
-        return ByteBuffer(bytes: bytes)
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? {
+        guard let results = runtime?.dispatchReturning(.heartbeatMessage, for: self, results: 2, push: { _ in 0 }),
+            case .string(let bytes) = results[0]
+        else { return nil }
+        return (ByteBuffer(bytes: bytes), results[1] == .text("binary") ? .binary : .text)
     }
 
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool {
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
         let answer = runtime?.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
-            return 1
+            lua.push(kind == .text ? "text" : "binary")
+            return 2
         }
         return answer == .boolean(true)
     }

@@ -51,9 +51,31 @@ extension ScriptRuntime {
                 try rt.send(args)
             }
         }),
+        ("send_now", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:send_now", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                let c = try rt.connection(args)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                if c.connection.sendNow(buffer, kind: kind) == .sent {
+                    args.lua.push(true)
+                    return 1
+                }
+                args.lua.pushNil()
+                args.lua.push("not open")
+                return 2
+            }
+        }),
+        ("ready", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:ready", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                args.lua.push(try rt.connection(args).connection.ready())
+                return 1
+            }
+        }),
         ("ping", { L, ctx in
             LuaBinding.enter(L, ctx, "c:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let c = try rt.connection(args)
+                guard c.connection.supportsPing else {
+                    throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
+                }
                 let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
                 guard payload.count <= 125 else { throw args.error(2, "a ping payload is at most 125 bytes") }
                 if c.connection.ping(ByteBuffer(bytes: payload)) {
@@ -122,6 +144,7 @@ extension ScriptRuntime {
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
+        managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
         let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
         framer.connection = c
@@ -159,6 +182,10 @@ extension ScriptRuntime {
             args.lua.push("queue full (\(c.connection.queueLimit) messages are waiting for the connection to open)")
             return 2
         case .closed:
+            // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
+            if c.connection.state == "open", let refusal = c.connection.lastRefusal {
+                throw args.error(2, refusal)
+            }
             args.lua.pushNil()
             args.lua.push("closed")
             return 2
@@ -308,6 +335,10 @@ struct ConnectOptions {
             configuration.heartbeat = heartbeat.value
         }
         if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
+        if let ready = try t.string("ready") {
+            guard ready == "open" || ready == "manual" else { throw t.error("ready", "\"open\" or \"manual\" expected, got \"\(ready)\"") }
+            configuration.manualReady = ready == "manual"
+        }
         record = try t.string("record")
         recordSecrets = try t.boolean("record_secrets") ?? false
         try t.finish()

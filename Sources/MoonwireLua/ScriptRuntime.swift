@@ -281,6 +281,18 @@ public final class ScriptRuntime: @unchecked Sendable {
         }
         lua.getMetatable(named: LuaPeer.className)
         lua.setField("peer_metatable", table: -2)
+        // The library chunks the prelude builds on, each a function returning its module.
+        for (field, source, name) in [
+            ("json_module", PackageResources.json_lua, "@moonwire/json.lua"),
+            ("inspect_module", PackageResources.inspect_lua, "@moonwire/inspect.lua"),
+        ] {
+            do {
+                try lua.load(source: source, chunkName: name)
+            } catch {
+                fatalError("moonwire: the built-in \(name) does not compile: \(error)")
+            }
+            lua.setField(field, table: -2)
+        }
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)

@@ -28,12 +28,13 @@ final class EchoPeer {
         return python
     }
 
-    init() throws {
+    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py).
+    init(script: String = "echo_websockets.py") throws {
         let python = try Self.python()
         let peers = Self.peers
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [peers.appendingPathComponent("echo_websockets.py").path]
+        process.arguments = [peers.appendingPathComponent(script).path]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -14,18 +15,21 @@ public protocol ManagedConnectionDelegate: AnyObject {
     func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer)
     /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
-    /// An application-level heartbeat is due: the message to send.
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer?
-    /// With a heartbeat `reply` pattern: does this message answer the heartbeat?
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool
+    /// An application-level heartbeat is due: the message to send, and its kind.
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)?
+    /// With a heartbeat `reply`: does this message answer the heartbeat? A reply is
+    /// consumed: it is not passed on to ``managedConnection(_:didReceive:kind:)``.
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool
 }
 
 extension ManagedConnectionDelegate {
     public func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
         ManagedConnection.RetryDecision()
     }
-    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? { nil }
-    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool { false }
+    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? { nil }
+    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
+        false
+    }
     public func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer) {}
 }
 
@@ -53,6 +57,9 @@ public final class ManagedConnection {
         public var overflow = SendQueue<Outgoing>.Overflow.error
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var heartbeat: HeartbeatMonitor.Configuration? = HeartbeatMonitor.Configuration()
+        /// `ready = "manual"`: after each open, what is sent or queued stays queued until
+        /// ``ready()`` (the application's own handshake, sent with ``sendNow(_:kind:)``).
+        public var manualReady = false
 
         public init() {}
     }
@@ -107,6 +114,21 @@ public final class ManagedConnection {
     public weak var delegate: ManagedConnectionDelegate?
     /// Writes every event to a recording (`--record`, docs/recording.md) when set.
     public var recorder: ConnectionRecorder?
+    /// Where the connection's events (debug), messages (trace) and reconnect attempts
+    /// (info) are logged; nil logs nothing. See ``ConnectionLog``.
+    public var logger: Logger?
+    /// The URL dialled, as logged.
+    private var urlText: String
+    /// Why the open transport refused the last message `send` answered `.closed` for
+    /// (a TCP framing cannot carry it), or nil.
+    public private(set) var lastRefusal: String?
+    private let manualReady: Bool
+    /// With `manualReady`: whether ``ready()`` released the queue since the last dial.
+    public private(set) var released = false
+    /// Sends wait in the queue: manual ready, not yet released.
+    private var holding: Bool { manualReady && !released }
+    /// The last failure, named by the reconnect log line.
+    private var lastError: String?
     public let queueLimit: Int
     private let socket: any Transport
     private let events = SocketEvents()
@@ -126,6 +148,8 @@ public final class ManagedConnection {
 
     public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
+        urlText = url.description
+        manualReady = configuration.manualReady
         queueLimit = configuration.queueLimit
         socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
@@ -158,14 +182,20 @@ public final class ManagedConnection {
 
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
         switch lifecycle.sendRoute {
+        case .send where holding:
+            return enqueue(data, kind: kind)
         case .send:
-            if (try? socket.send(data, kind: kind)) != nil {
+            do {
+                try socket.send(data, kind: kind)
                 recorder?.message(data, kind: kind, outgoing: true)
                 heartbeat.didSend(at: .now())
+                if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
                 return .sent
-            }
-            // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
-            guard socket.state != .open else { return .closed }
+            } catch where socket.state == .open {
+                // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
+                lastRefusal = error.description
+                return .closed
+            } catch {}
             // The lifecycle still says open, but the transport is on its way down (it failed
             // the peer for a protocol violation and waits for its close frame): its end comes
             // soon, and a reconnect may follow. Queue, as while reconnecting.
@@ -178,6 +208,8 @@ public final class ManagedConnection {
     }
 
     private func enqueue(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+        // Logged as it is queued (the flush at open sends it without another line).
+        if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data)) (queued)") }
         switch queue.enqueue(Outgoing(data: data, kind: kind)) {
         case .queued, .droppedOldest, .droppedNewest:
             recorder?.message(data, kind: kind, outgoing: true)
@@ -185,6 +217,29 @@ public final class ManagedConnection {
         case .full: return .queueFull
         }
     }
+
+    /// `c:send_now`: past the queue while it is held for `ready = "manual"` (the
+    /// application's handshake); like ``send(_:kind:)`` otherwise, but never queued.
+    public func sendNow(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+        guard lifecycle.sendRoute == .send else { return .closed }
+        let wasReleased = released
+        released = true
+        defer { released = wasReleased }
+        return send(data, kind: kind)
+    }
+
+    /// `c:ready()`: the application's handshake is done; what waited goes out, in
+    /// order, and later sends go straight out. False unless open and held.
+    @discardableResult
+    public func ready() -> Bool {
+        guard holding, lifecycle.sendRoute == .send else { return false }
+        released = true
+        perform(.flushQueue)
+        return true
+    }
+
+    /// False for TCP: there is no ping, a heartbeat needs a message.
+    public var supportsPing: Bool { socket.supportsPing }
 
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
@@ -231,6 +286,8 @@ public final class ManagedConnection {
     private func perform(_ action: ConnectionLifecycle.Action) {
         switch action {
         case .dial:
+            released = false
+            logger?.debug("connecting to \((nextURL?.description ?? urlText))")
             ignoringSocket = false
             do {
                 try socket.dial(nextURL)
@@ -249,9 +306,12 @@ public final class ManagedConnection {
             heartbeatTimer?.task.cancel()
             heartbeatTimer = nil
         case .notifyOpen(let reconnects):
+            logger?.debug("open: \(urlText)\(openInfo?.subprotocol.map { " (protocol \($0))" } ?? "")")
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
+            // Manual ready: the queue waits for ready(), which performs this again.
+            if holding { break }
             var waiting = queue.drain()[...]
             while let message = waiting.popFirst() {
                 if (try? socket.send(message.data, kind: message.kind)) != nil { continue }
@@ -278,14 +338,25 @@ public final class ManagedConnection {
         case .dropConnection:
             socket.abort()
         case .reportError(let error):
+            lastError = error.description
+            logger?.debug("error: \(error.description)")
             recorder?.failed(error.description)
             delegate?.managedConnection(self, didFail: error)
         case .reportClose(let report):
+            logger?.debug("closed: \(report.code)\(report.reason.isEmpty ? "" : " \(report.reason)") by \(report.by.rawValue)\(report.willReconnect ? ", will reconnect" : "")")
             recorder?.closed(code: report.code, reason: report.reason, by: report.by.rawValue, clean: report.clean, willReconnect: report.willReconnect)
             delegate?.managedConnection(self, didClose: report)
         case .askReconnectHook(let attempt, let delay):
             recorder?.reconnecting(attempt: attempt, delay: Double(delay.nanoseconds) / 1e9)
             let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
+            if case .stop = decision.answer {
+                logger?.info("not retrying \(urlText): on_reconnect said no")
+            } else {
+                var wait = delay
+                if case .delay(let d) = decision.answer { wait = d }
+                let attempts = lifecycle.reconnectPolicy.flatMap { $0.attempts }
+                logger?.info("\(ConnectionLog.retry(delay: wait, attempt: attempt, of: attempts, after: lastError)) (\(nextURL?.description ?? urlText))")
+            }
             if let url = decision.url { nextURL = url }
             if let headers = decision.headers, let webSocket = socket as? WebSocketConnection { webSocket.options.headers = headers }
             drive(lifecycle.reconnectHookAnswered(decision.answer))
@@ -325,8 +396,8 @@ public final class ManagedConnection {
         case .sendPing(let payload)?:
             try? socket.ping(ByteBuffer(bytes: payload))
         case .sendMessage?:
-            if let message = delegate?.managedConnectionHeartbeatMessage(self) {
-                try? socket.send(message, kind: .text)
+            if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
+                try? socket.send(message, kind: kind)
             }
         case .declareDead?:
             drive(lifecycle.heartbeatFailed())
@@ -348,9 +419,13 @@ public final class ManagedConnection {
 
     fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         let now = NIODeadline.now()
+        if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
-            delegate?.managedConnection(self, isHeartbeatReply: message) == true {
+            delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
             heartbeat.didReceiveReply(at: now)
+            // An answered probe can bring the next one earlier than the armed timeout.
+            armHeartbeat()
+            return
         } else {
             heartbeat.didReceiveMessage(at: now)
         }
@@ -361,6 +436,7 @@ public final class ManagedConnection {
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
         recorder?.control("pong", payload: payload, outgoing: false)
         heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+        armHeartbeat()
         delegate?.managedConnection(self, didReceivePong: payload)
     }
 

@@ -163,37 +163,107 @@ local methods = host.connection_methods
 
 local state_of = state_lookup(conns, "a connection from mw.connect")
 
--- The heartbeat's message (a string or a function) and reply pattern stay on
--- this side; Swift is told only that they exist.
-local function split_heartbeat(hb, fname, argn)
+-- Why `p` is not a valid Lua pattern, or nil. Matching it against a string
+-- would find only the errors the match happens to reach, so the pattern is
+-- read the way lstrlib.c reads it.
+local function pattern_error(p)
+  local i, n, open = 1, #p, 0
+  local byte = string.byte
+  while i <= n do
+    local c = byte(p, i)
+    if c == 37 then -- %
+      if i == n then return "malformed pattern (ends with '%')" end
+      local d = byte(p, i + 1)
+      if d == 98 then -- %b
+        if i + 3 > n then return "missing arguments to '%b'" end
+        i = i + 4
+      elseif d == 102 then -- %f
+        if byte(p, i + 2) ~= 91 then return "missing '[' after '%f' in pattern" end
+        i = i + 2
+      else
+        i = i + 2
+      end
+    elseif c == 91 then -- [
+      local j = i + 1
+      if byte(p, j) == 94 then j = j + 1 end
+      repeat
+        if j > n then return "malformed pattern (missing ']')" end
+        local e = byte(p, j)
+        j = j + 1
+        if e == 37 then j = j + 1 end
+      until byte(p, j) == 93
+      i = j + 1
+    elseif c == 40 then
+      open = open + 1
+      i = i + 1
+    elseif c == 41 then
+      if open == 0 then return "invalid pattern capture" end
+      open = open - 1
+      i = i + 1
+    else
+      i = i + 1
+    end
+  end
+  if open > 0 then return "unfinished capture" end
+  local ok, err = pcall(string.find, "", p)
+  if not ok then return (tostring(err):gsub("^.-: ", "")) end
+end
+
+-- The heartbeat's message (a string or a function), reply (a pattern or a
+-- function) and kind stay on this side; Swift is told only that they exist.
+-- `where` names the table in errors ("opts.heartbeat" for mw.connect).
+local KINDS = { text = true, binary = true }
+local function split_heartbeat(hb, fname, argn, where)
   if type(hb) ~= "table" then return hb end
+  local function bad(key, what)
+    error(("bad argument #%d to '%s' (%s.%s: %s)"):format(argn, fname, where, key, what), user_level(2))
+  end
   local copy = {}
   for k, v in pairs(hb) do copy[k] = v end
-  local message, reply = hb.message, hb.reply
+  local message, reply, kind = hb.message, hb.reply, hb.kind
   if message ~= nil then
     if type(message) ~= "string" and type(message) ~= "function" then
-      error(("bad argument #%d to '%s' (heartbeat.message: string or function expected, got %s)")
-        :format(argn, fname, type(message)), user_level(3))
+      bad("message", "string or function expected, got " .. type(message))
     end
     copy.message = true
   end
   if reply ~= nil then
-    if type(reply) ~= "string" then
-      error(("bad argument #%d to '%s' (heartbeat.reply: pattern expected, got %s)"):format(argn, fname, type(reply)), user_level(3))
+    if type(reply) == "string" then
+      local err = pattern_error(reply)
+      if err then bad("reply", "bad Lua pattern " .. ("%q"):format(reply) .. ": " .. err) end
+    elseif type(reply) ~= "function" then
+      bad("reply", "Lua pattern or function expected, got " .. type(reply))
     end
     copy.reply = true
   end
-  return copy, message, reply
+  if kind ~= nil then
+    if not KINDS[kind] then bad("kind", '"text" or "binary" expected, got ' .. (type(kind) == "string" and ("%q"):format(kind) or type(kind))) end
+    copy.kind = nil
+  end
+  return copy, message, reply, kind
+end
+
+-- opts.kind: what c:send uses without a kind; nil is "auto".
+local function split_kind(opts, fname)
+  local kind = opts.kind
+  if kind == nil or kind == "auto" then return nil end
+  if not KINDS[kind] then
+    error(("bad argument #2 to '%s' (opts.kind: \"auto\", \"text\" or \"binary\" expected, got %s)")
+      :format(fname, type(kind) == "string" and ("%q"):format(kind) or type(kind)), user_level(3))
+  end
+  return kind
 end
 
 function mw.connect(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
-  local codec, hb_message, hb_reply, framer
+  local codec, hb_message, hb_reply, hb_kind, framer, kind
   if opts then
     local copy
     copy, codec = without_codec(opts, "mw.connect")
-    copy.heartbeat, hb_message, hb_reply = split_heartbeat(copy.heartbeat, "mw.connect", 2)
+    copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
+    kind = split_kind(copy, "mw.connect")
+    copy.kind = nil
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
     end
@@ -201,20 +271,20 @@ function mw.connect(url, opts)
   end
   local c = host.connect(url, opts)
   conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
-               on_reconnect = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
-               framer = framer }
+               on_reconnect = NONE, on_ready = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
+               framer = framer, kind = kind, hb_kind = hb_kind }
   return c
 end
 
 local raw_heartbeat = methods.heartbeat
 function methods.heartbeat(self, opts)
   local st = state_of(self, "c:heartbeat")
-  local copy, message, reply = split_heartbeat(opts, "c:heartbeat", 1)
+  local copy, message, reply, kind = split_heartbeat(opts, "c:heartbeat", 1, "opts")
   raw_heartbeat(self, copy)
-  st.hb_message, st.hb_reply = message, reply
+  st.hb_message, st.hb_reply, st.hb_kind = message, reply, kind
 end
 
-define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect" }, state_of)
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "ready" }, state_of)
 
 -- c:reconnect() brings a closed connection back: receive and wait_open wait again.
 local raw_reconnect = methods.reconnect
@@ -224,17 +294,22 @@ function methods.reconnect(self, ...)
   if select("#", ...) == 0 then st.final = false end
 end
 
-local raw_send = methods.send
-function methods.send(self, data, kind)
-  local st = state_of(self, "c:send")
+-- `data` through the connection's codec, if it encodes; errors at the caller of `fname`.
+local function encode_message(st, data, fname)
   local codec = st.codec
   if codec and codec.encode then
     data = codec.encode(data)
     if type(data) ~= "string" then
-      error("c:send: the codec's encode returned a " .. type(data) .. ", not a string", user_level(2))
+      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(2))
     end
   end
-  return raw_send(self, data, kind)
+  return data
+end
+
+local raw_send = methods.send
+function methods.send(self, data, kind)
+  local st = state_of(self, "c:send")
+  return raw_send(self, encode_message(st, data, "c:send"), kind or st.kind)
 end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until
@@ -281,7 +356,38 @@ local function is_kind(kind)
 end
 
 local function is_data_waiter(w)
-  return w.kind == "receive" or w.kind == "request"
+  return w.kind == "receive" or w.kind == "request" or w.kind == "expect"
+end
+
+-- Is every key of `want` in `got` with an equal value (tables compared the same way)?
+local function contains(got, want)
+  if type(got) ~= "table" then return false end
+  for k, v in pairs(want) do
+    local g = got[k]
+    if type(v) == "table" and getmetatable(v) == nil then
+      if not contains(g, v) then return false end
+    elseif g ~= v then
+      return false
+    end
+  end
+  return true
+end
+
+-- The match of c:request and c:expect: a function(msg) -> truthy, a Lua
+-- pattern (for string messages), or a table that must be a subset of the
+-- decoded message.
+local function matcher(match, argn, fname)
+  local t = type(match)
+  if t == "function" then return match end
+  if t == "string" then
+    local err = pattern_error(match)
+    if err then error(("bad argument #%d to '%s' (bad Lua pattern %q: %s)"):format(argn, fname, match, err), 3) end
+    return function(msg) return type(msg) == "string" and msg:find(match) ~= nil end
+  end
+  if t == "table" then
+    return function(msg) return contains(msg, match) end
+  end
+  error(("bad argument #%d to '%s' (function, Lua pattern or table expected, got %s)"):format(argn, fname, t), user_level(3))
 end
 
 function methods.receive(self, timeout)
@@ -292,26 +398,62 @@ function methods.receive(self, timeout)
   return wait(st, "c:receive", "receive", timeout)
 end
 
+-- ready = "manual": c:send_now(data [, kind]) passes the held queue (the
+-- application's handshake), c:ready() releases it in order and runs on_ready;
+-- the state is then "ready" until the connection closes.
+local raw_send_now, raw_ready, raw_state = methods.send_now, methods.ready, methods.state
+function methods.send_now(self, data, kind)
+  local st = state_of(self, "c:send_now")
+  return raw_send_now(self, encode_message(st, data, "c:send_now"), kind or st.kind)
+end
+
+function methods.ready(self)
+  local st = state_of(self, "c:ready")
+  if not raw_ready(self) then return false end
+  st.released = true
+  for _, handler in ipairs(st.on_ready) do handler(self) end
+  return true
+end
+
+function methods.state(self)
+  local st = state_of(self, "c:state")
+  local state = raw_state(self)
+  if state == "open" and st.released then return "ready" end
+  return state
+end
+
 function methods.wait_open(self, timeout)
   local st = state_of(self, "c:wait_open")
-  if self:state() == "open" then return true end
+  local state = self:state()
+  if state == "open" or state == "ready" then return true end
   if st.final then return nil, st.last_error or "closed" end
   return wait(st, "c:wait_open", "open", timeout)
 end
 
 function methods.request(self, message, match, timeout)
   local st = state_of(self, "c:request")
-  if type(match) == "string" then
-    local pattern = match
-    match = function(reply) return type(reply) == "string" and reply:find(pattern) ~= nil end
-  elseif type(match) ~= "function" then
-    bad_argument(2, "c:request", "function or pattern", match)
-  end
+  match = matcher(match, 2, "c:request")
   running_coroutine("c:request")
   if message == nil then bad_argument(1, "c:request", "message", message) end
   local ok, err = self:send(message)
   if not ok then return nil, err end
   return wait(st, "c:request", "request", timeout, match)
+end
+
+-- Waits for the next inbound message that `match` accepts, without sending;
+-- the message goes to this waiter instead of receive or on_message.
+function methods.expect(self, match, timeout)
+  local st = state_of(self, "c:expect")
+  match = matcher(match, 1, "c:expect")
+  -- A message that arrived before (kept in the inbox, no on_message handler) counts.
+  for i, entry in ipairs(st.inbox) do
+    if match(entry[1]) then
+      table.remove(st.inbox, i)
+      return entry[1], entry[2]
+    end
+  end
+  if st.final then return nil, "closed" end
+  return wait(st, "c:expect", "expect", timeout, match)
 end
 
 local events = {}
@@ -327,11 +469,17 @@ function events.message(c, message, kind)
   local st = conns[c]
   if not st then return end
   local codec = st.codec
-  if codec and codec.decode then message = codec.decode(message, kind) end
+  if st.decoded_raw ~= nil then
+    -- Decoded already, to match it against heartbeat.reply.
+    if st.decoded_raw == message then message = st.decoded else message = codec.decode(message, kind) end
+    st.decoded_raw, st.decoded = nil, nil
+  elseif codec and codec.decode then
+    message = codec.decode(message, kind)
+  end
   if st.waiters[1] then
     local received = false
     local taken = wake(st, function(w)
-      if w.kind == "request" then return w.match(message) and true or false end
+      if w.match then return w.match(message) and true or false end
       if w.kind == "receive" and not received then
         received = true
         return true
@@ -353,6 +501,7 @@ end
 function events.close(c, code, reason, info)
   local st = conns[c]
   if not st then return end
+  st.released = nil
   if not info.will_reconnect then st.final = true end
   for _, handler in ipairs(st.on_close) do handler(c, code, reason, info) end
   wake(st, is_data_waiter, nil, "closed")
@@ -388,7 +537,8 @@ function events.heartbeat_message(c)
   if type(message) ~= "string" then
     error("heartbeat.message: the function returned a " .. type(message) .. ", not a string", 0)
   end
-  return message
+  local kind = st.hb_kind or st.kind or (utf8.len(message) and "text" or "binary")
+  return message, kind
 end
 
 -- A framing function: fn(buffer) -> message, consumed | nil.
@@ -403,9 +553,26 @@ function events.frame(c, buffer)
   return message, consumed
 end
 
-function events.heartbeat_reply(c, message)
+-- Does this message answer the heartbeat? A pattern is matched against the
+-- message as received, a function is called with it decoded (the decoded
+-- message is kept for events.message, which follows for a message that is not
+-- a reply: decoded once). A reply is consumed: no handler or waiter sees it.
+function events.heartbeat_reply(c, message, kind)
   local st = conns[c]
-  return st ~= nil and st.hb_reply ~= nil and message:find(st.hb_reply) ~= nil
+  local reply = st and st.hb_reply
+  if reply == nil then return false end
+  if type(reply) == "string" then return message:find(reply) ~= nil end
+  local decoded = message
+  local codec = st.codec
+  if codec and codec.decode then
+    decoded = codec.decode(message, kind)
+    st.decoded_raw, st.decoded = message, decoded
+  end
+  if reply(decoded) then
+    st.decoded_raw, st.decoded = nil, nil
+    return true
+  end
+  return false
 end
 
 -- Servers -------------------------------------------------------------------
@@ -486,41 +653,47 @@ function server_events.close(s, peer, code, reason)
   for _, handler in ipairs(st.on_close) do handler(peer, code, reason) end
 end
 
+local inspect = host.inspect_module()
+mw.inspect = inspect.inspect
+mw.hexdump = inspect.hexdump
+
+-- One log line from any values: a format string with % directives and its
+-- arguments go through string.format; otherwise the values are joined by
+-- spaces, strings as they are, tables through mw.inspect.
+local function log_text(name, n, first, ...)
+  if type(first) == "string" and n > 1 and first:find("%%[^%%]") then
+    local ok, message = pcall(string.format, first, ...)
+    if not ok then error(name .. ": " .. message, 3) end
+    return message
+  end
+  local parts = { first, ... }
+  for i = 1, n do
+    local v = parts[i]
+    if type(v) == "table" then parts[i] = inspect.inspect(v) else parts[i] = tostring(v) end
+  end
+  return table.concat(parts, " ", 1, n)
+end
+
 local function logger(level)
   local name = "mw.log." .. level
-  return function(fmt, ...)
-    local ok, message = pcall(string.format, fmt, ...)
-    if not ok then error(name .. ": " .. message, 2) end
-    host.log(level, message)
+  return function(...)
+    host.log(level, log_text(name, select("#", ...), ...))
   end
 end
 
-mw.log = {
+-- mw.log(...) logs at info; mw.log.debug/info/warn/error(...) at that level.
+mw.log = setmetatable({
   debug = logger("debug"),
   info = logger("info"),
   warn = logger("warn"),
   error = logger("error"),
-}
+}, {
+  __call = function(_, ...) host.log("info", log_text("mw.log", select("#", ...), ...)) end,
+})
 
--- A private cjson instance, so a script's own settings on require "cjson"
--- do not change how mw.json behaves.
-local cjson = require("cjson").new()
-
-mw.json = {
-  null = cjson.null,
-  encode = function(value)
-    local ok, text = pcall(cjson.encode, value)
-    if not ok then error("mw.json.encode: " .. text, 2) end
-    return text
-  end,
-  -- Malformed JSON usually comes from the peer, so it is nil, err, not an error.
-  decode = function(text)
-    if type(text) ~= "string" then bad_argument(1, "mw.json.decode", "string", text) end
-    local ok, value = pcall(cjson.decode, text)
-    if ok then return value end
-    return nil, value
-  end,
-}
+-- JSON that keeps integers exact and arrays apart from objects (json.lua says
+-- why not lua-cjson).
+mw.json = host.json_module()
 
 -- Lua's own print writes each argument, the tabs and the newline separately;
 -- workers (run --workers) share the process's stdout, so their lines could mix

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Creates (once) the Python venv with `websockets` that echo_websockets.py runs in, and
-# `pexpect`, which drives `moonwire connect` and `listen` through a pseudo-terminal.
+# Creates (once) the Python venv the test peers run in: `websockets` (echo_websockets.py),
+# `pexpect`, which drives `moonwire connect` and `listen` through a pseudo-terminal, and
+# `python-socketio` on `aiohttp` (socketio_server.py).
 # usage: setup_venv.sh [VENV_DIR]   (default /tmp/mwvenv); prints the venv's python path.
 set -euo pipefail
 VENV=${1:-/tmp/mwvenv}
-if ! "$VENV/bin/python" -c 'import websockets, pexpect' 2>/dev/null; then
+if ! "$VENV/bin/python" -c 'import websockets, pexpect, socketio, aiohttp' 2>/dev/null; then
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q --disable-pip-version-check 'websockets>=13' 'pexpect>=4.8' >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'websockets>=13' 'pexpect>=4.8' 'python-socketio>=5' aiohttp >&2
 fi
 echo "$VENV/bin/python"
