@@ -20,6 +20,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
+        runtime.metrics.opened(self)
         runtime.dispatch(.open, for: self) { lua in
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }
@@ -39,6 +40,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+        runtime.metrics.failed(self)
         runtime.dispatch(.error, for: self) { lua in
             lua.push(error.description)
             return 1
@@ -46,6 +48,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
+        runtime.metrics.closed(self, code: report.code, willReconnect: report.willReconnect)
         runtime.dispatch(.close, for: self) { lua in
             lua.push(Int(report.code))
             lua.push(report.reason)

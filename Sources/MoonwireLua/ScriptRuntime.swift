@@ -27,6 +27,8 @@ public final class ScriptRuntime: @unchecked Sendable {
         /// side by side (`run --workers`) this is, counting from 1.
         public var worker: Int
         public var workers: Int
+        /// `run --shard I/N`: this process's part of `mw.rate` and `mw.vus`.
+        public var shard: Shard?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
@@ -37,6 +39,11 @@ public final class ScriptRuntime: @unchecked Sendable {
             self.reportError = reportError
             self.worker = worker
             self.workers = workers
+        }
+
+        public init(_ options: Options, shard: Shard?) {
+            self = options
+            self.shard = shard
         }
     }
 
@@ -72,6 +79,8 @@ public final class ScriptRuntime: @unchecked Sendable {
     var servers: [ObjectIdentifier: LuaServer] = [:]
     /// The prelude's dispatchers of server events.
     var serverEvents: [LuaReference?] = []
+    /// The run's metrics (built-in and the script's own), touched only on `eventLoop`.
+    public let metrics = RunMetrics()
 
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
@@ -84,6 +93,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.vm = LuaVM()
         self.timers = TimerScheduler(eventLoop: eventLoop)
         self.completionPromise = eventLoop.makePromise()
+        metrics.shard = options.shard
         installModule()
     }
 
@@ -219,7 +229,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
         lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
         lua.registerClass(LuaPeer.className, methods: Self.peerMethods, close: nil, context: context)
-        lua.push(functions: Self.hostFunctions, context: context)
+        lua.push(functions: Self.hostFunctions + Self.metricsFunctions, context: context)
         for (className, field) in [
             (LuaConnection.className, "connection_methods"), (LuaServer.className, "server_methods"), (LuaPeer.className, "peer_methods"),
         ] {
@@ -238,6 +248,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("worker", table: -2)
         lua.push(options.workers)
         lua.setField("workers", table: -2)
+        lua.push(options.shard?.index ?? 1)
+        lua.setField("shard_index", table: -2)
+        lua.push(options.shard?.count ?? 1)
+        lua.setField("shard_count", table: -2)
+        lua.push(metrics.requestLatency.index)
+        lua.setField("request_latency", table: -2)
         do {
             try lua.call(arguments: 1, results: 3)
         } catch {
