@@ -43,18 +43,19 @@ import Testing
         return Double(text)
     }
 
-    /// 400 requests at 200/s; the server answers every fifth after 200 ms,
-    /// the rest after 100 ms: p50 is 100 ms, p99 is 200 ms, within 5 %.
+    /// 200 requests at 100/s; the server answers every fifth after 1 s, the
+    /// rest after 0.5 s: p50 is 0.5 s, p99 is 1 s, within 5 %. The delays are
+    /// long enough to dominate what a loaded machine adds (a loop a few ms late).
     @Test func percentilesMatchInjectedDelays() throws {
         let path = try CommandRunner.script("delays.lua", """
             local server = assert(mw.listen("ws://127.0.0.1:0/"))
             server:on_message(function(peer, msg)
               local n = tonumber(msg)
-              mw.after(n % 5 == 0 and 0.2 or 0.1, function() peer:send(msg) end)
+              mw.after(n % 5 == 0 and 1 or 0.5, function() peer:send(msg) end)
             end)
             local c = mw.connect(server:url())
             assert(c:wait_open(5))
-            local r = mw.rate { rate = 200, duration = 2, fn = function(n)
+            local r = mw.rate { rate = 100, duration = 2, fn = function(n)
               local id = tostring(n)
               assert(c:request(id, function(m) return m == id end, 10))
             end }
@@ -67,13 +68,13 @@ import Testing
         #expect(r.status == 0, "\(r.stderr)")
         let p50 = try #require(Self.cell(r.stdout, "request_latency", "p50"), "\(r.stdout)")
         let p99 = try #require(Self.cell(r.stdout, "request_latency", "p99"), "\(r.stdout)")
-        #expect(p50 >= 0.1 * 0.999 && p50 <= 0.1 * 1.05, "p50 \(p50)\n\(r.stdout)")
-        #expect(p99 >= 0.2 * 0.999 && p99 <= 0.2 * 1.05, "p99 \(p99)\n\(r.stdout)")
-        #expect(Self.cell(r.stdout, "request_latency", "count") == 400)
+        #expect(p50 >= 0.5 * 0.999 && p50 <= 0.5 * 1.05, "p50 \(p50)\n\(r.stdout)")
+        #expect(p99 >= 1 * 0.999 && p99 <= 1 * 1.05, "p99 \(p99)\n\(r.stdout)")
+        #expect(Self.cell(r.stdout, "request_latency", "count") == 200)
         let m = try Self.metrics(dir + "/s.json")
-        #expect(m["messages_out"]?["value"] as? Double == 400)
-        #expect(m["messages_in"]?["value"] as? Double == 400)
-        #expect(m["iterations"]?["value"] as? Double == 400)
+        #expect(m["messages_out"]?["value"] as? Double == 200)
+        #expect(m["messages_in"]?["value"] as? Double == 200)
+        #expect(m["iterations"]?["value"] as? Double == 200)
     }
 
     /// One call at a time (max_in_flight = 1) at 50/s; the server stalls 1 s

@@ -547,29 +547,23 @@ histogram_methods.__index = histogram_methods
 function histogram_methods:observe(v) metric_observe(self.id, v) end
 function histogram_methods:start() return setmetatable({ id = self.id, started = now() }, timing_methods) end
 
-local function check_metric_args(fname, name, tags)
-  if type(name) ~= "string" then bad_argument(1, fname, "string", name) end
-  if tags ~= nil and type(tags) ~= "table" then bad_argument(2, fname, "table", tags) end
+-- mw.metrics.<fname>(name [, tags]): a metric of `kind` with `methods`.
+local function metric_constructor(fname, kind, methods)
+  fname = "mw.metrics." .. fname
+  return function(name, tags)
+    if type(name) ~= "string" then bad_argument(1, fname, "string", name) end
+    if tags ~= nil and type(tags) ~= "table" then bad_argument(2, fname, "table", tags) end
+    return setmetatable({ id = metric_register(kind, name, tags), name = name }, methods)
+  end
 end
 
-mw.metrics = {}
-function mw.metrics.counter(name, tags)
-  check_metric_args("mw.metrics.counter", name, tags)
-  return setmetatable({ id = metric_register("counter", name, tags), name = name }, counter_methods)
-end
-function mw.metrics.gauge(name, tags)
-  check_metric_args("mw.metrics.gauge", name, tags)
-  return setmetatable({ id = metric_register("gauge", name, tags), name = name }, gauge_methods)
-end
-function mw.metrics.histogram(name, tags)
-  check_metric_args("mw.metrics.histogram", name, tags)
-  return setmetatable({ id = metric_register("histogram", name, tags), name = name }, histogram_methods)
-end
--- A timer is a histogram of seconds: local t = m:start() ... t:stop().
-function mw.metrics.timer(name, tags)
-  check_metric_args("mw.metrics.timer", name, tags)
-  return setmetatable({ id = metric_register("histogram", name, tags), name = name }, histogram_methods)
-end
+mw.metrics = {
+  counter = metric_constructor("counter", "counter", counter_methods),
+  gauge = metric_constructor("gauge", "gauge", gauge_methods),
+  histogram = metric_constructor("histogram", "histogram", histogram_methods),
+  -- A timer is a histogram of seconds: local t = m:start() ... t:stop().
+  timer = metric_constructor("timer", "histogram", histogram_methods),
+}
 
 -- { ["metric:stat"] = "< 0.05" | { "< 0.05", "> 0" }, ... }
 function mw.thresholds(list)
