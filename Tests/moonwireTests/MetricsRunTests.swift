@@ -235,6 +235,47 @@ import Testing
         }
     }
 
+    /// mw.vus: count sessions over the ramp, each keeping its vu table across
+    /// iterations; a shard runs its share of the sessions.
+    @Test func closedModelKeepsSessionsAcrossIterations() throws {
+        let path = try CommandRunner.script("vus.lua", """
+            local ids = {}
+            mw.vus { count = 4, ramp = 0.1, iterations = 3, fn = function(vu)
+              mw.sleep(0.01)
+              vu.seen = (vu.seen or 0) + 1
+              if vu.iteration == 3 then ids[#ids + 1] = vu.id .. ":" .. vu.seen end
+            end }
+            table.sort(ids)
+            print(table.concat(ids, " "))
+            """)
+        var r = try CommandRunner.run(["run", "--summary", path])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix("1:3 2:3 3:3 4:3\n"), "\(r.stdout)")
+        #expect(Self.cell(r.stdout, "iterations", "count") == 12, "\(r.stdout)")
+        r = try CommandRunner.run(["run", "--summary", "--shard", "2/4", path])
+        #expect(r.stdout.hasPrefix("2:3\n"), "\(r.stdout)")
+        #expect(Self.cell(r.stdout, "iterations", "count") == 3, "\(r.stdout)")
+    }
+
+    /// An error in a call started by mw.rate is reported at the script's line;
+    /// with --keep-going the schedule goes on and mw.rate still returns.
+    @Test func errorsInRateCallsPointAtTheScript() throws {
+        let path = try CommandRunner.script("rate_error.lua", """
+            local r = mw.rate { rate = 20, duration = 0.2, fn = function(n)
+              if n == 2 then error("boom at " .. n) end
+            end }
+            print("started", r.started)
+            mw.rate { rate = -1, duration = 1, fn = print }
+            """)
+        var r = try CommandRunner.run(["run", path])
+        #expect(r.status == 1)
+        #expect(r.stderr.hasPrefix("\(path):2: boom at 2"), "\(r.stderr)")
+        r = try CommandRunner.run(["run", "--keep-going", path])
+        #expect(r.status == 0, "--keep-going logs the errors and goes on")
+        #expect(r.stdout == "started\t4\n", "\(r.stdout)")
+        #expect(r.stderr.contains("\(path):5: mw.rate: rate: a number of at least 0 expected, got -1"), "\(r.stderr)")
+    }
+
     /// --workers 4 splits mw.rate among the workers and prints one merged summary.
     @Test func workersMergeIntoOneSummary() throws {
         let path = try CommandRunner.script("workers_rate.lua", """

@@ -591,18 +591,17 @@ local function check_number(fname, key, value, min)
   end
 end
 
--- Runs body(...) in a new coroutine; then(ok) runs after it ended, whether
--- body returned or raised. An error is reported as uncaught, after then().
-local function run_guarded(body, after_run, ...)
-  local co = coroutine.create(function(...)
+-- A coroutine running body(...), then after_run(), whether body returned or
+-- raised; an error is then reported as uncaught, with body's traceback.
+local function run_guarded(body, after_run)
+  return coroutine.create(function(...)
     local ok, err = xpcall(body, debug.traceback, ...)
     after_run()
     if not ok then
       if err == EXIT then error(EXIT, 0) end
-      error(err, 0)
+      host.uncaught(describe(err))
     end
   end)
-  return co
 end
 
 -- The running coroutine, or nil on the main stack (a callback): mw.rate and
