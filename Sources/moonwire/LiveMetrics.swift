@@ -54,7 +54,7 @@ final class LiveMetrics: @unchecked Sendable {
     /// written or a port that cannot be bound is a usage error (exit 2).
     static func start(_ options: MetricsOptions, runtimes: [ScriptRuntime], group: EventLoopGroup, reportError: @escaping (String) -> Void) throws -> LiveMetrics? {
         guard options.live else { return nil }
-        let live = LiveMetrics(runtimes: runtimes, loop: group.next(), status: isatty(2) != 0)
+        let live = LiveMetrics(runtimes: runtimes, loop: group.next(), status: options.showsStatus)
         if let path = options.metricsJSONL {
             guard let file = fopen(path, "w") else {
                 throw ValidationError("--metrics-jsonl: cannot write '\(path)': \(String(cString: strerror(errno)))")

@@ -71,8 +71,14 @@ struct MetricsOptions: ParsableArguments {
         return nil
     }
 
+    /// The status line: on a terminal, in a measured run (one asking for a
+    /// summary, thresholds or live metrics), so a bot's own output is left alone.
+    var showsStatus: Bool {
+        isatty(2) != 0 && (summary || summaryJSON != nil || !thresholdExpressions.isEmpty || metricsJSONL != nil || metricsPort != nil)
+    }
+
     /// Whether anything reads the metrics during the run.
-    var live: Bool { metricsJSONL != nil || metricsPort != nil || isatty(2) != 0 }
+    var live: Bool { metricsJSONL != nil || metricsPort != nil || showsStatus }
 
     /// The summary, thresholds and file at the end; returns the exit code:
     /// the script's when it failed, else 2 for a threshold on a metric the run
