@@ -23,7 +23,9 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
-        runtime?.dispatch(.open, for: self) { lua in
+        guard let runtime else { return }
+        runtime.metrics.opened(self)
+        runtime.dispatch(.open, for: self) { lua in
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }
             var table: [LuaValue: LuaValue] = [.text("headers"): .table(headers), .text("reconnects"): .integer(Int64(info.reconnects))]
@@ -42,7 +44,9 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
-        runtime?.dispatch(.error, for: self) { lua in
+        guard let runtime else { return }
+        runtime.metrics.failed(self)
+        runtime.dispatch(.error, for: self) { lua in
             lua.push(error.description)
             return 1
         }
@@ -50,6 +54,7 @@ final class LuaConnection: ManagedConnectionDelegate {
 
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
         guard let runtime else { return }
+        runtime.metrics.closed(self, code: report.code, willReconnect: report.willReconnect)
         runtime.dispatch(.close, for: self) { lua in
             lua.push(Int(report.code))
             lua.push(report.reason)

@@ -153,6 +153,7 @@ extension ScriptRuntime {
         args.lua.pushValue(-1)
         c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
+        metrics.dialing(c)
         // Dial on the next loop turn, so handlers set right after mw.connect see every event.
         eventLoop.execute { managed.start() }
         return 1
@@ -178,6 +179,7 @@ extension ScriptRuntime {
             args.lua.push(true)
             return 1
         case .queueFull:
+            metrics.registry.add(metrics.refused)
             args.lua.pushNil()
             args.lua.push("queue full (\(c.connection.queueLimit) messages are waiting for the connection to open)")
             return 2
@@ -253,11 +255,13 @@ extension ScriptRuntime {
         args.lua.pushValue(1)
         c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
+        metrics.revived(c)
     }
 
     /// The connection is closed for good: it no longer keeps the script alive,
     /// and its userdata may be collected once the script drops it.
     func connectionEnded(_ c: LuaConnection) {
+        metrics.ended(c)
         connections[ObjectIdentifier(c)] = nil
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil

@@ -29,6 +29,8 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var workers: Int
         /// `run --record FILE`: every connection of the script is recorded there.
         public var recorder: SessionRecorder?
+        /// `run --shard I/N`: this process's part of `mw.rate` and `mw.vus`.
+        public var shard: Shard?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
@@ -40,6 +42,11 @@ public final class ScriptRuntime: @unchecked Sendable {
             self.reportError = reportError
             self.worker = worker
             self.workers = workers
+        }
+
+        public init(_ options: Options, shard: Shard?) {
+            self = options
+            self.shard = shard
         }
     }
 
@@ -75,6 +82,8 @@ public final class ScriptRuntime: @unchecked Sendable {
     var servers: [ObjectIdentifier: LuaServer] = [:]
     /// The prelude's dispatchers of server events.
     var serverEvents: [LuaReference?] = []
+    /// The run's metrics (built-in and the script's own), touched only on `eventLoop`.
+    public let metrics = RunMetrics()
 
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
@@ -87,6 +96,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.vm = LuaVM()
         self.timers = TimerScheduler(eventLoop: eventLoop)
         self.completionPromise = eventLoop.makePromise()
+        metrics.shard = options.shard
         installModule()
     }
 
@@ -270,7 +280,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
         lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
         lua.registerClass(LuaPeer.className, methods: Self.peerMethods, close: nil, context: context)
-        lua.push(functions: Self.hostFunctions, context: context)
+        lua.push(functions: Self.hostFunctions + Self.metricsFunctions, context: context)
         for (className, field) in [
             (LuaConnection.className, "connection_methods"), (LuaServer.className, "server_methods"), (LuaPeer.className, "peer_methods"),
         ] {
@@ -301,6 +311,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("worker", table: -2)
         lua.push(options.workers)
         lua.setField("workers", table: -2)
+        lua.push(options.shard?.index ?? 1)
+        lua.setField("shard_index", table: -2)
+        lua.push(options.shard?.count ?? 1)
+        lua.setField("shard_count", table: -2)
+        lua.push(metrics.requestLatency.index)
+        lua.setField("request_latency", table: -2)
         do {
             try lua.call(arguments: 1, results: 3)
         } catch {
