@@ -114,13 +114,19 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         context.fireChannelInactive()
     }
 
+    /// Fails the connection (RFC 6455 §7.1.7): our close frame goes out and, as nothing more
+    /// from the client may be processed, the server ends TCP once it is flushed; the report
+    /// (our code, not clean) follows when the channel goes inactive.
     private func protocolViolation(_ violation: WebSocketProtocolViolation) {
         let action = self.closing.protocolViolation(violation)
         self.discarding = true
         if case .sendClose = action {
             self.owner?.webSocketPeerFailed(violation)
+            self.perform(action)
+            self.closeAfterFlush()
+        } else {
+            self.perform(action)
         }
-        self.perform(action)
     }
 
     // MARK: Outbound
