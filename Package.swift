@@ -73,3 +73,21 @@ let package = Package(
     ],
     swiftLanguageModes: [.v5]
 )
+
+// libFuzzer targets (scripts/fuzz.sh): only when MOONWIRE_FUZZ is set, so that ordinary
+// builds never link an executable whose main() comes from -sanitize=fuzzer.
+import Foundation
+if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
+    package.targets.append(.executableTarget(
+        name: "moonwire-fuzz",
+        dependencies: [
+            "MoonwireCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ],
+        path: "Fuzz/MoonwireFuzz",
+        swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+    ))
+    package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))
+}

@@ -33,6 +33,8 @@ struct WebSocketMessageAssembler {
     }
 
     let maxMessage: Int
+    /// The most a message buffer reserves before its bytes arrive.
+    static let initialReservation = 1 << 20
     private let deflate: PerMessageDeflate?
     private var message: Message = .idle
     private var frame: Frame = .data(fin: true, length: 0)
@@ -114,9 +116,11 @@ struct WebSocketMessageAssembler {
             return try self.finish(chunk, kind: kind)
         }
         if self.buffer == nil {
-            // Sized for this frame, which the header check bounded by max_message.
+            // Sized for this frame (which the header check bounded by max_message), but at
+            // most 1 MiB up front: a peer that claims a long frame and sends little must
+            // not make every connection hold max_message. Longer messages grow by doubling.
             var fresh = ByteBuffer()
-            fresh.reserveCapacity(max(frameLength, chunk.readableBytes))
+            fresh.reserveCapacity(max(min(frameLength, Self.initialReservation), chunk.readableBytes))
             self.buffer = fresh
         }
         var chunk = chunk
