@@ -57,19 +57,18 @@ struct Reads: Sequence, IteratorProtocol {
     }
 }
 
-/// Frame parser + message assembler, as each role's channel handler drives them: parse
-/// until nil or a violation, then stop (the handler discards the rest).
+/// Frame parser + message assembler (``WebSocketInbound``), as each role's channel handler
+/// drives them: until nil or a violation, then stop (the handler discards the rest).
 enum WebSocketFuzz {
     static let maxMessage = 64 * 1024
 
     static func run(_ input: ByteBuffer, role: WebSocketRole, deflate: Bool) {
-        var parser = WebSocketFrameParser(maxPayload: Self.maxMessage, role: role)
         let inflater = deflate ? try! PerMessageDeflate(parameters: PerMessageDeflateParameters()) : nil
-        var assembler = WebSocketMessageAssembler(maxMessage: Self.maxMessage, deflate: inflater)
+        var inbound = WebSocketInbound(role: role, maxMessage: Self.maxMessage, deflate: inflater)
         for var read in Reads(input) {
             do {
-                while let event = try parser.next(&read) {
-                    switch try assembler.handle(event) {
+                while let action = try inbound.next(&read) {
+                    switch action {
                     case .message(let message, let kind):
                         precondition(message.readableBytes <= Self.maxMessage, "message above max_message")
                         if kind == .text { precondition(String(validating: message.readableBytesView, as: UTF8.self) != nil, "invalid UTF-8 delivered") }

@@ -25,8 +25,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private var parser: WebSocketFrameParser
-    private var assembler: WebSocketMessageAssembler
+    private var inbound: WebSocketInbound
     private var closing = WebSocketCloseStateMachine()
     let deflate: PerMessageDeflate?
     private let closeTimeout: TimeAmount
@@ -40,8 +39,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
 
     init(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet, owner: WebSocketPeerOwner) {
         self.outlet = outlet
-        self.parser = WebSocketFrameParser(maxPayload: maxMessage, role: .server)
-        self.assembler = WebSocketMessageAssembler(maxMessage: maxMessage, deflate: deflate)
+        self.inbound = WebSocketInbound(role: .server, maxMessage: maxMessage, deflate: deflate)
         self.deflate = deflate
         self.closeTimeout = closeTimeout
         self.owner = owner
@@ -70,8 +68,8 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         while !self.discarding {
             let action: WebSocketMessageAssembler.Action
             do {
-                guard let event = try self.parser.next(&buffer) else { break }
-                action = try self.assembler.handle(event)
+                guard let next = try self.inbound.next(&buffer) else { break }
+                action = next
             } catch {
                 self.protocolViolation(error)
                 break

@@ -201,3 +201,29 @@ struct WebSocketMessageAssembler {
         return .close(code: code, reason: String(buffer: payload))
     }
 }
+
+/// The inbound half of one WebSocket connection, the same for both roles: bytes in, what
+/// to do out. The role only decides masking in the parser; the channel handlers (client
+/// ``WebSocketChannelHandler``, server ``WebSocketPeerHandler``) loop over ``next(_:)``.
+struct WebSocketInbound {
+    private var parser: WebSocketFrameParser
+    private var assembler: WebSocketMessageAssembler
+
+    init(role: WebSocketRole, maxMessage: Int, deflate: PerMessageDeflate?) {
+        self.parser = WebSocketFrameParser(maxPayload: maxMessage, role: role)
+        self.assembler = WebSocketMessageAssembler(maxMessage: maxMessage, deflate: deflate)
+    }
+
+    var maxMessage: Int { self.assembler.maxMessage }
+
+    /// The next thing to act on from `buffer`, or nil when it needs more bytes. After a
+    /// throw the connection is failed with the violation's code; call no more.
+    mutating func next(_ buffer: inout ByteBuffer) throws(WebSocketProtocolViolation) -> WebSocketMessageAssembler.Action? {
+        while let event = try self.parser.next(&buffer) {
+            let action = try self.assembler.handle(event)
+            if case .none = action { continue }
+            return action
+        }
+        return nil
+    }
+}
