@@ -119,7 +119,7 @@ struct ServerWebSocketTests {
         let reply = socket.readToEnd()
         #expect(reply.eof && reply.bytes.isEmpty)
         // A complete handshake in time still works.
-        let events = try await TestClient.run("ws://127.0.0.1:\(server.port)/")
+        let events = try await TestClient.run("ws://127.0.0.1:\(server.port)/", script: ClientScript(onOpen: { c, _ in try? c.close() }))
         #expect(events.first.map { if case .open = $0 { return true } else { return false } } == true)
         try await server.stop()
     }

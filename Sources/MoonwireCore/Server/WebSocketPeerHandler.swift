@@ -30,7 +30,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     let deflate: PerMessageDeflate?
     private let closeTimeout: TimeAmount
     private weak var owner: WebSocketPeerOwner?
-    /// Where frames are written: below NIO's frame encoder.
+    /// Where frames are written.
     let outlet: RawOutlet
     private var context: ChannelHandlerContext?
     private var discarding = false
