@@ -37,6 +37,22 @@ public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
     return 0
 }
 
+@_silgen_name("LLVMFuzzerRunDriver")
+func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+) -> CInt
+
+/// SwiftPM links an executable's `main` to `<module>_main`, so libFuzzer's own main is
+/// not used: this one hands over to libFuzzer's driver.
+@_cdecl("moonwire_fuzz_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return runFuzzerDriver(&argc, &argv) { data, size in fuzzTestOneInput(data, size) }
+}
+
 /// Splits the input into reads: the first byte seeds the read sizes, so a frame's header,
 /// mask key and payload get cut at every place across runs.
 struct Reads: Sequence, IteratorProtocol {
@@ -52,8 +68,9 @@ struct Reads: Sequence, IteratorProtocol {
     mutating func next() -> ByteBuffer? {
         guard self.rest.readableBytes > 0 else { return nil }
         self.seed = self.seed &* 37 &+ 11
-        let size = self.seed < 16 ? Int(self.seed % 4) + 1 : self.rest.readableBytes
-        return self.rest.readSlice(length: min(size, self.rest.readableBytes))
+        // About half the reads are 1-16 bytes, the others take all that is left.
+        let size = self.seed & 0x80 == 0 ? Int(self.seed & 0x0F) + 1 : self.rest.readableBytes
+        return self.rest.readSlice(length: Swift.min(size, self.rest.readableBytes))
     }
 }
 
