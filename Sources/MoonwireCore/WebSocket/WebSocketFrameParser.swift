@@ -41,8 +41,9 @@ public struct WebSocketFrameHeader: Sendable, Hashable {
 /// copies, except that a server unmasks each chunk into a fresh buffer as it arrives.
 ///
 /// Checks made here are those that need no message context: masking (a client must
-/// receive unmasked frames, a server masked ones), unknown opcodes, control frames that are fragmented or longer than 125 bytes, and
-/// lengths above `maxPayload` or with the 64-bit length's top bit set.
+/// receive unmasked frames, a server masked ones), unknown opcodes, control frames that
+/// are fragmented or longer than 125 bytes, and lengths above `maxPayload` or with the
+/// 64-bit length's top bit set.
 public struct WebSocketFrameParser: Sendable {
     /// What the parser found next in the input.
     public enum Event: Sendable, Equatable {
