@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         .systemLibrary(
@@ -44,6 +45,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -76,6 +78,7 @@ let package = Package(
             dependencies: [
                 "MoonwireCore", .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["Peers"]
         ),
@@ -84,3 +87,21 @@ let package = Package(
     ],
     swiftLanguageModes: [.v5]
 )
+
+// libFuzzer targets (scripts/fuzz.sh): only when MOONWIRE_FUZZ is set, so that ordinary
+// builds never link an executable whose main() comes from -sanitize=fuzzer.
+import Foundation
+if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
+    package.targets.append(.executableTarget(
+        name: "moonwire-fuzz",
+        dependencies: [
+            "MoonwireCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ],
+        path: "Fuzz/MoonwireFuzz",
+        swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+    ))
+    package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))
+}

@@ -27,6 +27,10 @@ if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
     # installed): fails on any FAILED case. The full run: scripts/autobahn.sh --all.
     echo "== autobahn (groups 1-7, 10)" >&2
     MOONWIRE_BIN="$bin" scripts/autobahn.sh
+    # Server side, the suite as the client (1-7, 9.1, 12.1 with permessage-deflate,
+    # ~1 min): fails on any case not OK or INFORMATIONAL.
+    echo "== autobahn server (groups 1-7, 9.1, 12.1)" >&2
+    MOONWIRE_BIN="$bin" scripts/autobahn.sh --server
 fi
 
 if [ "${MOONWIRE_SKIP_ASAN:-}" != "1" ]; then

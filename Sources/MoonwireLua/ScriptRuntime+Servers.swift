@@ -178,6 +178,7 @@ extension ScriptRuntime {
         if let n = try t.integer("max_message", min: 1) { options.maxMessage = n }
         if let b = try t.boolean("compress") { options.compress = b }
         if let s = try t.seconds("close_timeout") { options.closeTimeout = .seconds(s) }
+        if let s = try t.seconds("handshake_timeout") { options.handshakeTimeout = .seconds(s) }
         if let tls = try ConnectOptions.tls(&t) { options.tls = tls }
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing

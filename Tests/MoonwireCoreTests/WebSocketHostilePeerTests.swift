@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -102,7 +103,7 @@ private final class HostileHandler: ChannelInboundHandler {
             let key = text.split(separator: "\r\n")
                 .first { $0.lowercased().hasPrefix("sec-websocket-key:") }
                 .map { $0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces) } ?? ""
-            let accept = BinaryText.base64(SHA1.hash(Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)))
+            let accept = BinaryText.base64(Array(Insecure.SHA1.hash(data: Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))))
             let response = self.response
                 ?? "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\(self.extraResponseHeaders)\r\n"
             self.inbound.moveReaderIndex(forwardBy: text[..<end.upperBound].utf8.count)
