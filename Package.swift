@@ -16,12 +16,19 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         .systemLibrary(
             name: "CLua",
             pkgConfig: "lua5.4",
             providers: [.apt(["liblua5.4-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibEdit",
+            pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"])]
         ),
         .target(
             name: "CLuaShim",
@@ -39,6 +46,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -47,6 +56,8 @@ let package = Package(
             resources: [
                 .embedInCode("resources/prelude.lua"),
                 .embedInCode("resources/test_runner.lua"),
+                .embedInCode("resources/json.lua"),
+                .embedInCode("resources/inspect.lua"),
             ]
         ),
         .executableTarget(
@@ -54,8 +65,10 @@ let package = Package(
             dependencies: [
                 "MoonwireCore",
                 "MoonwireLua",
+                "CLibEdit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            resources: [.embedInCode("resources/listen_script.lua")]
         ),
         .executableTarget(
             name: "moonwire-bench",
@@ -67,11 +80,30 @@ let package = Package(
             dependencies: [
                 "MoonwireCore", .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             exclude: ["Peers"]
         ),
         .testTarget(name: "MoonwireLuaTests", dependencies: ["MoonwireLua", "CLua", "CLuaShim"]),
-        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures"]),
+        .testTarget(name: "moonwireTests", dependencies: ["moonwire"], exclude: ["Fixtures", "Interactive"]),
     ],
     swiftLanguageModes: [.v5]
 )
+
+// libFuzzer targets (scripts/fuzz.sh): only when MOONWIRE_FUZZ is set, so that ordinary
+// builds never link an executable whose main() comes from -sanitize=fuzzer.
+import Foundation
+if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
+    package.targets.append(.executableTarget(
+        name: "moonwire-fuzz",
+        dependencies: [
+            "MoonwireCore",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ],
+        path: "Fuzz/MoonwireFuzz",
+        swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+    ))
+    package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))
+}

@@ -16,6 +16,9 @@ echo "== moonwire check examples/" >&2
 echo "== moonwire test examples/tests" >&2
 "$bin" test examples/tests
 
+echo "== moonwire run examples/load_rate.lua (half a second, thresholds gate)" >&2
+"$bin" run --summary examples/load_rate.lua - 50 0.5
+
 echo "== swift test" >&2
 swift test --skip-build
 
@@ -24,6 +27,10 @@ if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
     # installed): fails on any FAILED case. The full run: scripts/autobahn.sh --all.
     echo "== autobahn (groups 1-7, 10)" >&2
     MOONWIRE_BIN="$bin" scripts/autobahn.sh
+    # Server side, the suite as the client (1-7, 9.1, 12.1 with permessage-deflate,
+    # ~1 min): fails on any case not OK or INFORMATIONAL.
+    echo "== autobahn server (groups 1-7, 9.1, 12.1)" >&2
+    MOONWIRE_BIN="$bin" scripts/autobahn.sh --server
 fi
 
 if [ "${MOONWIRE_SKIP_ASAN:-}" != "1" ]; then

@@ -9,13 +9,28 @@
 
 static char exit_sentinel;
 
+/* Like luaL_where, but blames the first caller from `level` up that is the
+ * user's code: frames of moonwire's own Lua (chunks named "@moonwire/...", the
+ * prelude and the test runner) and C functions (pcall) are passed over. */
+static void where_user(lua_State *L, int level) {
+    lua_Debug ar;
+    for (int l = level; lua_getstack(L, l, &ar); l++) {
+        lua_getinfo(L, "Sl", &ar);
+        if (ar.currentline > 0 && strncmp(ar.source, "@moonwire/", 10) != 0) {
+            lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+    luaL_where(L, level);
+}
+
 static int trampoline(lua_State *L) {
     mw_swift_fn fn = (mw_swift_fn)lua_touserdata(L, lua_upvalueindex(1));
     void *ctx = lua_touserdata(L, lua_upvalueindex(2));
     int status = fn(L, ctx);
     if (status >= 0) return status;
     if ((status == MW_RAISE_WHERE || status == MW_RAISE_WHERE_CALLER) && lua_type(L, -1) == LUA_TSTRING) {
-        luaL_where(L, status == MW_RAISE_WHERE ? 1 : 2);
+        where_user(L, status == MW_RAISE_WHERE ? 1 : 2);
         lua_insert(L, -2);
         lua_concat(L, 2);
     }
@@ -88,8 +103,10 @@ static void watchdog_hook(lua_State *L, lua_Debug *ar) {
     _Atomic int *flag = *(_Atomic int **)lua_getextraspace(L);
     if (flag != NULL && atomic_exchange(flag, 0)) {
         lua_getinfo(L, "Sl", ar);
-        luaL_error(L, "%s:%d: timed out: still running without ever yielding (an endless loop?)",
-                   ar->short_src, ar->currentline);
+        /* Not luaL_error: its own position prefix would name the caller's line. */
+        lua_pushfstring(L, "%s:%d: timed out: still running without ever yielding (an endless loop?)",
+                        ar->short_src, ar->currentline);
+        lua_error(L);
     }
 }
 

@@ -6,20 +6,25 @@ import NIOCore
 ///
 /// While the connection is alive (open, or on its way to be) the runtime holds
 /// it and the userdata, so a script that dropped its handle still gets events
-/// and keeps running.
+/// and keeps running. It holds the runtime weakly: an event that arrives after
+/// the script's state is gone finds nothing and is dropped.
 final class LuaConnection: ManagedConnectionDelegate {
     static let className = "moonwire.connection"
 
-    unowned let runtime: ScriptRuntime
+    weak var runtime: ScriptRuntime?
     let connection: ManagedConnection
+    let closeTimeout: TimeAmount
     var handle: LuaReference?
 
-    init(runtime: ScriptRuntime, connection: ManagedConnection) {
+    init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount) {
         self.runtime = runtime
         self.connection = connection
+        self.closeTimeout = closeTimeout
     }
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
+        guard let runtime else { return }
+        runtime.metrics.opened(self)
         runtime.dispatch(.open, for: self) { lua in
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }
@@ -31,7 +36,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        runtime.dispatch(.message, for: self) { lua in
+        runtime?.dispatch(.message, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
             lua.push(kind == .text ? "text" : "binary")
             return 2
@@ -39,6 +44,8 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+        guard let runtime else { return }
+        runtime.metrics.failed(self)
         runtime.dispatch(.error, for: self) { lua in
             lua.push(error.description)
             return 1
@@ -46,6 +53,8 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
+        guard let runtime else { return }
+        runtime.metrics.closed(self, code: report.code, willReconnect: report.willReconnect)
         runtime.dispatch(.close, for: self) { lua in
             lua.push(Int(report.code))
             lua.push(report.reason)
@@ -60,6 +69,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
+        guard let runtime else { return .init(answer: .stop) }
         let answer = runtime.dispatchReturning(.reconnect, for: self) { lua in
             lua.push(attempt)
             lua.push(Double(delay.nanoseconds) / 1e9)
@@ -68,24 +78,27 @@ final class LuaConnection: ManagedConnectionDelegate {
         return runtime.retryDecision(from: answer)
     }
 
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? {
-        guard case .string(let bytes)? = runtime.dispatchReturning(.heartbeatMessage, for: self, push: { _ in 0 }) else { return nil }
-        return ByteBuffer(bytes: bytes)
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? {
+        guard let results = runtime?.dispatchReturning(.heartbeatMessage, for: self, results: 2, push: { _ in 0 }),
+            case .string(let bytes) = results[0]
+        else { return nil }
+        return (ByteBuffer(bytes: bytes), results[1] == .text("binary") ? .binary : .text)
     }
 
     func managedConnectionDidDrain(_ connection: ManagedConnection) {
-        runtime.dispatch(.drain, for: self) { _ in 0 }
+        runtime?.dispatch(.drain, for: self) { _ in 0 }
     }
 
     func managedConnectionReachedBudget(_ connection: ManagedConnection) {
         let stats = connection.stats
-        runtime.warnBudgetReached("connection to \(connection.url)", queued: stats.queued, buffered: stats.buffered)
+        runtime?.warnBudgetReached("connection to \(connection.url)", queued: stats.queued, buffered: stats.buffered)
     }
 
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool {
-        let answer = runtime.dispatchReturning(.heartbeatReply, for: self) { lua in
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
+        let answer = runtime?.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
-            return 1
+            lua.push(kind == .text ? "text" : "binary")
+            return 2
         }
         return answer == .boolean(true)
     }

@@ -116,7 +116,8 @@ struct LuaOptionTable {
     mutating func table(_ key: String) throws(LuaArgumentError) -> LuaOptionTable? {
         let v = raw(key)
         if case .nil = v { return nil }
-        return try LuaOptionTable(v, function: function, argument: argument, path: "\(path).\(key)")
+        // A holder with no path (c:heartbeat(opts) wraps its argument) names the argument `opts`.
+        return try LuaOptionTable(v, function: function, argument: argument, path: path.isEmpty ? "opts" : "\(path).\(key)")
     }
 
     /// Refuses keys nobody read.

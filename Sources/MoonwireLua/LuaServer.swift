@@ -3,11 +3,11 @@ import NIOCore
 
 /// A server as Lua sees it (`mw.listen`): events go to the prelude's
 /// dispatchers. While it listens, the runtime holds it, which keeps the script
-/// running.
+/// running. It holds the runtime weakly, like `LuaConnection`.
 final class LuaServer: MessageServerDelegate {
     static let className = "moonwire.server"
 
-    unowned let runtime: ScriptRuntime
+    weak var runtime: ScriptRuntime?
     let server: MessageServer
     var handle: LuaReference?
     /// The Lua side of every open peer, by the Core peer's id.
@@ -19,6 +19,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
+        guard let runtime else { return }
         let p = LuaPeer(peer: peer)
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
@@ -38,7 +39,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        guard let handle = peers[peer.id]?.handle else { return }
+        guard let handle = peers[peer.id]?.handle, let runtime else { return }
         runtime.dispatch(.message, for: self) { lua in
             lua.push(handle)
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
@@ -48,7 +49,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
-        guard let p = peers.removeValue(forKey: peer.id), let handle = p.handle else { return }
+        guard let p = peers.removeValue(forKey: peer.id), let handle = p.handle, let runtime else { return }
         runtime.dispatch(.close, for: self) { lua in
             lua.push(handle)
             lua.push(Int(info.code))
@@ -61,18 +62,18 @@ final class LuaServer: MessageServerDelegate {
 
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {
         guard let handle = peers[peer.id]?.handle else { return }
-        runtime.dispatch(.drain, for: self) { lua in
+        runtime?.dispatch(.drain, for: self) { lua in
             lua.push(handle)
             return 1
         }
     }
 
     func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {
-        runtime.warnBudgetReached("peer \(peer.id) (\(peer.remoteAddress)) of \(server.url)", queued: peer.queued, buffered: peer.buffered)
+        runtime?.warnBudgetReached("peer \(peer.id) (\(peer.remoteAddress)) of \(server.url)", queued: peer.queued, buffered: peer.buffered)
     }
 
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
-        runtime.options.logger.warning("server \(server.url): \(error)")
+        runtime?.options.logger.warning("server \(server.url): \(error)")
     }
 }
 

@@ -37,7 +37,7 @@ extension ScriptRuntime {
                 let c = try rt.connection(args)
                 if args.lua.type(at: 2) == LUA_TNONE {
                     c.connection.reconnectNow()
-                    rt.connectionRevived(c)
+                    rt.connectionRevived(c, userdata: args)
                     return 0
                 }
                 var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: 2)]), function: "c:reconnect", argument: 1, path: "")
@@ -51,9 +51,23 @@ extension ScriptRuntime {
                 try rt.send(args)
             }
         }),
+        ("send_now", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:send_now", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                try rt.send(args, now: true)
+            }
+        }),
+        ("ready", { L, ctx in
+            LuaBinding.enter(L, ctx, "c:ready", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                args.lua.push(try rt.connection(args).connection.ready())
+                return 1
+            }
+        }),
         ("ping", { L, ctx in
             LuaBinding.enter(L, ctx, "c:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let c = try rt.connection(args)
+                guard c.connection.supportsPing else {
+                    throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
+                }
                 let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
                 guard payload.count <= 125 else { throw args.error(2, "a ping payload is at most 125 bytes") }
                 if c.connection.ping(ByteBuffer(bytes: payload)) {
@@ -136,29 +150,54 @@ extension ScriptRuntime {
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
-        let c = LuaConnection(runtime: self, connection: managed)
+        managed.logger = options.logger
+        managed.recorder = try recorder(parsed, url: text, args: args)
+        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
         framer.connection = c
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
         args.lua.pushValue(-1)
         c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
+        metrics.dialing(c)
         // Dial on the next loop turn, so handlers set right after mw.connect see every event.
         eventLoop.execute { managed.start() }
         return 1
     }
 
-    private func send(_ args: LuaArguments) throws -> Int32 {
+    /// `opts.record` gets a file of its own; else `run --record`'s file, if any.
+    private func recorder(_ parsed: ConnectOptions, url: String, args: LuaArguments) throws -> ConnectionRecorder? {
+        let headers = parsed.configuration.socket.headers
+        guard let path = parsed.record else { return options.recorder?.connection(url: url, headers: headers) }
+        do {
+            let session = try SessionRecorder(path: path, toolVersion: Self.version, url: url, headers: headers, recordSecrets: parsed.recordSecrets)
+            return session.connection(url: url, headers: headers)
+        } catch {
+            throw args.error(2, "opts.record: \(error)")
+        }
+    }
+
+    /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
+    private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
         let c = try connection(args)
         let (buffer, kind) = try args.message(at: 2, kindAt: 3)
         let refusal: String
-        switch c.connection.send(buffer, kind: kind) {
+        switch now ? c.connection.sendNow(buffer, kind: kind) : c.connection.send(buffer, kind: kind) {
         case .sent, .queued:
             args.lua.push(true)
             return 1
-        case .queueFull: refusal = "queue full"
-        case .tooLarge: refusal = "message too large"
-        case .closed: refusal = "closed"
+        case .queueFull:
+            metrics.registry.add(metrics.refused)
+            refusal = "queue full"
+        case .tooLarge:
+            metrics.registry.add(metrics.refused)
+            refusal = "message too large"
+        case .closed:
+            // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
+            if c.connection.state == "open", let reason = c.connection.lastRefusal {
+                throw args.error(2, reason)
+            }
+            refusal = now ? "not open" : "closed"
         }
         args.lua.pushNil()
         args.lua.push(refusal)
@@ -224,30 +263,44 @@ extension ScriptRuntime {
         }
     }
 
-    /// `c:reconnect()` on a closed connection brings it back to life.
-    func connectionRevived(_ c: LuaConnection) {
+    /// `c:reconnect()` on a closed connection brings it back to life. The handle
+    /// is the script's own userdata (the method's self): the prelude keys its state by it.
+    func connectionRevived(_ c: LuaConnection, userdata args: LuaArguments) {
         guard c.connection.isAlive, c.handle == nil else { return }
-        lua.push(object: c, class: LuaConnection.className)
-        c.handle = lua.reference()
+        args.lua.pushValue(1)
+        c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
+        metrics.revived(c)
     }
 
     /// The connection is closed for good: it no longer keeps the script alive,
     /// and its userdata may be collected once the script drops it.
     func connectionEnded(_ c: LuaConnection) {
+        metrics.ended(c)
         connections[ObjectIdentifier(c)] = nil
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if !finished && !isAlive { finish(0) }
+        if finished { connectionsEnded() } else if !isAlive { finish(shutdownCode ?? 0) }
     }
 }
 
 /// The `opts` of `mw.connect`, checked.
 struct ConnectOptions {
     var configuration = ManagedConnection.Configuration()
+    /// `record = FILE`, `record_secrets = true` (docs/recording.md).
+    var record: String?
+    var recordSecrets = false
+
+    /// How long the connection's close handshake may take, for the script's end.
+    var closeTimeout: TimeAmount {
+        if case .tcp = url { return configuration.tcp.closeTimeout }
+        return configuration.socket.closeTimeout
+    }
+    private let url: TransportURL
 
     init(_ value: LuaValue, function: String, url: TransportURL, custom: @escaping () -> CustomFraming) throws(LuaArgumentError) {
+        self.url = url
         var t = try LuaOptionTable(value, function: function, argument: 2)
         var socket = WebSocketClientOptions()
         var tcp = TCPClientOptions()
@@ -294,6 +347,12 @@ struct ConnectOptions {
             configuration.heartbeat = heartbeat.value
         }
         if let reconnect = try Self.reconnect(&t) { configuration.reconnect = reconnect.value }
+        if let ready = try t.string("ready") {
+            guard ready == "open" || ready == "manual" else { throw t.error("ready", "\"open\" or \"manual\" expected, got \"\(ready)\"") }
+            configuration.manualReady = ready == "manual"
+        }
+        record = try t.string("record")
+        recordSecrets = try t.boolean("record_secrets") ?? false
         try t.finish()
     }
 
@@ -395,7 +454,7 @@ extension TimeAmount {
 /// A Lua framing function (SPEC §4) as a Core decoder: `fn(buffer) -> message,
 /// consumed | nil`, called through the prelude with the bytes buffered so far.
 final class LuaFramer {
-    unowned let runtime: ScriptRuntime
+    weak var runtime: ScriptRuntime?
     weak var connection: LuaConnection?
 
     init(runtime: ScriptRuntime) {
@@ -405,8 +464,8 @@ final class LuaFramer {
     func framing() -> CustomFraming {
         // Held strongly by the decoder; the framer holds the connection weakly, so no cycle.
         CustomFraming { buffer in
-            guard let connection = self.connection else { return nil }
-            return try self.runtime.frame(&buffer, for: connection)
+            guard let connection = self.connection, let runtime = self.runtime else { return nil }
+            return try runtime.frame(&buffer, for: connection)
         }
     }
 }

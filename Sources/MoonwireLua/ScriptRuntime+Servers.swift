@@ -194,6 +194,7 @@ extension ScriptRuntime {
         if let n = try t.integer("max_message", min: 1) { options.maxMessage = n }
         if let b = try t.boolean("compress") { options.compress = b }
         if let s = try t.seconds("close_timeout") { options.closeTimeout = .seconds(s) }
+        if let s = try t.seconds("handshake_timeout") { options.handshakeTimeout = .seconds(s) }
         if let tls = try ConnectOptions.tls(&t) { options.tls = tls }
         if let queue = try ConnectOptions.queue(&t) {
             (options.queueLimit, options.queueBytes, options.overflow) = queue
@@ -207,16 +208,10 @@ extension ScriptRuntime {
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }
-        if var h = try t.table("heartbeat") {
-            guard let timeout = try h.seconds("timeout"), timeout > 0 else {
-                throw h.error("timeout", "seconds above 0 expected: peers silent for longer are dropped")
-            }
-            try h.finish()
-            if case .webSocket = url.kind {
-                options.heartbeat = .dropSilentPeers(after: .seconds(timeout), ping: true)
-            } else {
-                options.heartbeat = .dropSilentPeers(after: .seconds(timeout))
-            }
+        if case .boolean(false) = t.raw("heartbeat") {
+            options.heartbeat = nil
+        } else if var h = try t.table("heartbeat") {
+            options.heartbeat = try Self.serverHeartbeat(&h, webSocket: url.kind == .webSocket)
         }
         try t.finish()
         let server: MessageServer
@@ -236,6 +231,28 @@ extension ScriptRuntime {
         return 1
     }
 
+    /// `mw.listen`'s `heartbeat = { interval, timeout }`: a peer silent for `interval`
+    /// is probed (a ping on WebSocket) and dropped when `timeout` more passes in
+    /// silence. With `timeout` alone, WebSocket peers are pinged halfway through it.
+    static func serverHeartbeat(_ h: inout LuaOptionTable, webSocket: Bool) throws(LuaArgumentError) -> HeartbeatMonitor.Configuration {
+        let interval = try h.seconds("interval")
+        let timeout = try h.seconds("timeout")
+        for key in ["message", "reply", "kind"] where h.raw(key) != .nil {
+            throw h.error(key, "a server's heartbeat has no message: it pings WebSocket peers and drops silent ones")
+        }
+        try h.finish()
+        if let interval {
+            guard interval > 0 else { throw h.error("interval", "must be more than 0 seconds") }
+            let t = timeout ?? 10
+            guard t > 0 else { throw h.error("timeout", "must be more than 0 seconds") }
+            return .init(interval: .seconds(interval), timeout: .seconds(t), probe: webSocket ? .ping : nil, watch: .inboundSilence)
+        }
+        guard let timeout, timeout > 0 else {
+            throw h.error("timeout", "seconds above 0 expected: peers silent for longer are dropped")
+        }
+        return .dropSilentPeers(after: .seconds(timeout), ping: webSocket)
+    }
+
     func closeServer(_ s: LuaServer) {
         guard servers.removeValue(forKey: ObjectIdentifier(s)) != nil else { return }
         _ = s.server.close()
@@ -244,7 +261,7 @@ extension ScriptRuntime {
             guard let self, let handle = s.handle else { return }
             self.lua.release(handle)
             s.handle = nil
-            if !self.finished && !self.isAlive { self.finish(0) }
+            if !self.finished && !self.isAlive { self.finish(self.shutdownCode ?? 0) }
         }
     }
 

@@ -44,8 +44,8 @@ extension ScriptRuntime {
         lua.pushValue(-1)
         timer.handle = lua.reference()
         let delay = TimeAmount.nanoseconds(Int64(seconds * 1e9))
-        timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) { [unowned self] in
-            self.fire(timer, repeating: repeating)
+        timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) { [weak self] in
+            self?.fire(timer, repeating: repeating)
         }
         return 1
     }

@@ -27,16 +27,26 @@ public final class ScriptRuntime: @unchecked Sendable {
         /// side by side (`run --workers`) this is, counting from 1.
         public var worker: Int
         public var workers: Int
+        /// `run --record FILE`: every connection of the script is recorded there.
+        public var recorder: SessionRecorder?
+        /// `run --shard I/N`: this process's part of `mw.rate` and `mw.vus`.
+        public var shard: Shard?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
-            worker: Int = 1, workers: Int = 1
+            worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil
         ) {
+            self.recorder = recorder
             self.keepGoing = keepGoing
             self.logger = logger
             self.reportError = reportError
             self.worker = worker
             self.workers = workers
+        }
+
+        public init(_ options: Options, shard: Shard?) {
+            self = options
+            self.shard = shard
         }
     }
 
@@ -72,6 +82,8 @@ public final class ScriptRuntime: @unchecked Sendable {
     var servers: [ObjectIdentifier: LuaServer] = [:]
     /// The prelude's dispatchers of server events.
     var serverEvents: [LuaReference?] = []
+    /// The run's metrics (built-in and the script's own), touched only on `eventLoop`.
+    public let metrics = RunMetrics()
 
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
@@ -84,12 +96,15 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.vm = LuaVM()
         self.timers = TimerScheduler(eventLoop: eventLoop)
         self.completionPromise = eventLoop.makePromise()
+        metrics.shard = options.shard
         installModule()
     }
 
     deinit {
-        // A runtime dropped before its script ended must not leave the future hanging.
-        if !finished { completionPromise.fail(ChannelError.alreadyClosed) }
+        // A runtime dropped before its script ended (or before its end had waited
+        // for its closes: the loop shut down) must not leave the futures hanging.
+        if !retired { completionPromise.fail(ChannelError.alreadyClosed) }
+        connectionsGone?.fail(ChannelError.alreadyClosed)
     }
 
     /// Compiles and starts a script; the future is the exit code, or fails with
@@ -137,12 +152,17 @@ public final class ScriptRuntime: @unchecked Sendable {
             let open = Array(connections.values)
             guard !open.isEmpty else { return finish(code) }
             for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
-            eventLoop.scheduleTask(in: Self.shutdownGrace) { [weak self] in self?.finish(code) }
+            eventLoop.scheduleTask(in: closeGrace) { [weak self] in self?.finish(code) }
         }
     }
 
-    /// How long a signal waits for connections to close: the default close timeout and a little.
-    static let shutdownGrace = TimeAmount.seconds(Int64(6))
+    /// How long an ending script waits for its connections and servers to close:
+    /// the longest close timeout among them and a little (their own close
+    /// handshakes give up after it, so this only guards against a lost event).
+    var closeGrace: TimeAmount {
+        let longest = connections.values.map(\.closeTimeout).max() ?? .seconds(Int64(5))
+        return max(longest, .seconds(Int64(5))) + .seconds(Int64(1))
+    }
 
     /// The compiled main chunk is on top of the stack.
     private func start(arguments: [String]) {
@@ -171,14 +191,23 @@ public final class ScriptRuntime: @unchecked Sendable {
         } catch {
             // mw.exit: already finishing.
         }
-        if !finished && !isAlive { finish(0) }
+        if !finished && !isAlive { finish(shutdownCode ?? 0) }
         return completed
     }
 
     /// Set while shutting down on a signal: the exit code once everything closed.
     var shutdownCode: Int32?
 
-    var isAlive: Bool { timers.count > 0 || !connections.isEmpty || !servers.isEmpty }
+    var isAlive: Bool { heldOpen || timers.count > 0 || !connections.isEmpty || !servers.isEmpty }
+
+    /// Set by the test runner: the script ends only by `mw.exit`, never because
+    /// nothing is left alive between two tests.
+    var heldOpen = false
+    /// What `finish` waits for before it completes: servers closing, and whether
+    /// every connection has ended (see `connectionEnded`).
+    private var closingServers: [(server: LuaServer, closed: EventLoopFuture<Void>)] = []
+    private var connectionsGone: EventLoopPromise<Void>?
+    private var retired = false
 
     /// An error nothing caught: report it, and end the script unless `keepGoing`.
     /// Returns true when the script goes on.
@@ -190,17 +219,49 @@ public final class ScriptRuntime: @unchecked Sendable {
         return false
     }
 
+    /// Ends the script: no Lua runs from here on. Servers stop listening and
+    /// connections close without reconnecting; the exit code is delivered once
+    /// they have closed (bounded by `closeGrace`), and only then are their
+    /// delegates detached, so whatever arrives later is dropped.
     func finish(_ code: Int32) {
         guard !finished else { return }
         finished = true
+        heldOpen = false
         timers.cancelAll()
-        // Ending at once: servers stop listening, connections close without reconnecting.
-        for s in servers.values { _ = s.server.close() }
+        let grace = closeGrace
+        for s in servers.values { closingServers.append((s, s.server.close())) }
         servers.removeAll()
-        for c in connections.values { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "script ended") }
+        let gone = eventLoop.makePromise(of: Void.self)
+        connectionsGone = gone
+        for c in Array(connections.values) { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "script ended") }
+        connectionsEnded()
+        let closed = EventLoopFuture.andAllComplete(closingServers.map(\.closed) + [gone.futureResult], on: eventLoop)
+        let deadline = eventLoop.scheduleTask(in: grace) { [self] in retire(code) }
         // Complete after the Lua code on the stack now has unwound, so nobody
         // acting on the exit code races the loop still running Lua.
-        eventLoop.execute { [completionPromise] in completionPromise.succeed(code) }
+        closed.whenComplete { [self] _ in
+            deadline.cancel()
+            eventLoop.execute { self.retire(code) }
+        }
+    }
+
+    /// While finishing: the last connection has ended.
+    func connectionsEnded() {
+        guard connections.isEmpty, let gone = connectionsGone else { return }
+        connectionsGone = nil
+        gone.succeed(())
+    }
+
+    /// The last step of `finish`: nothing of the script's reaches Lua any more.
+    private func retire(_ code: Int32) {
+        guard !retired else { return }
+        retired = true
+        for c in connections.values { c.connection.delegate = nil }
+        for s in closingServers { s.server.server.delegate = nil }
+        closingServers.removeAll()
+        connectionsGone?.succeed(())
+        connectionsGone = nil
+        completionPromise.succeed(code)
     }
 
     public static func writeToStderr(_ message: String) {
@@ -219,7 +280,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
         lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
         lua.registerClass(LuaPeer.className, methods: Self.peerMethods, close: nil, context: context)
-        lua.push(functions: Self.hostFunctions, context: context)
+        lua.push(functions: Self.hostFunctions + Self.metricsFunctions, context: context)
         for (className, field) in [
             (LuaConnection.className, "connection_methods"), (LuaServer.className, "server_methods"), (LuaPeer.className, "peer_methods"),
         ] {
@@ -230,6 +291,18 @@ public final class ScriptRuntime: @unchecked Sendable {
         }
         lua.getMetatable(named: LuaPeer.className)
         lua.setField("peer_metatable", table: -2)
+        // The library chunks the prelude builds on, each a function returning its module.
+        for (field, source, name) in [
+            ("json_module", PackageResources.json_lua, "@moonwire/json.lua"),
+            ("inspect_module", PackageResources.inspect_lua, "@moonwire/inspect.lua"),
+        ] {
+            do {
+                try lua.load(source: source, chunkName: name)
+            } catch {
+                fatalError("moonwire: the built-in \(name) does not compile: \(error)")
+            }
+            lua.setField(field, table: -2)
+        }
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
@@ -238,6 +311,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("worker", table: -2)
         lua.push(options.workers)
         lua.setField("workers", table: -2)
+        lua.push(options.shard?.index ?? 1)
+        lua.setField("shard_index", table: -2)
+        lua.push(options.shard?.count ?? 1)
+        lua.setField("shard_count", table: -2)
+        lua.push(metrics.requestLatency.index)
+        lua.setField("request_latency", table: -2)
         do {
             try lua.call(arguments: 1, results: 3)
         } catch {

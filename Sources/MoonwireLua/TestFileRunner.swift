@@ -8,7 +8,9 @@ import NIOCore
 /// The outcome of one test of `moonwire test`.
 public struct TestCaseResult: Sendable, Equatable {
     public enum Status: String, Sendable {
-        case passed, failed, skipped
+        /// `failed`: an assertion failed; `error`: anything else ended the test
+        /// (a Lua error, misuse of the API, its timeout, an error in a callback).
+        case passed, failed, error, skipped
     }
 
     /// Describe blocks and the test's name, joined by spaces.
@@ -16,7 +18,7 @@ public struct TestCaseResult: Sendable, Equatable {
     public var status: Status
     /// Seconds, hooks included.
     public var duration: Double
-    /// For failures: `file:line: message` as the assertion or error gave it.
+    /// For failures and errors: `file:line: message` as the assertion or error gave it.
     public var message: String
     public var traceback: String
     /// Where the test is declared: `file:line`.
@@ -38,24 +40,63 @@ public struct TestCaseResult: Sendable, Equatable {
 /// A test that never yields (an endless loop) is stopped by a watchdog: past
 /// its timeout a count hook raises an error in whatever Lua code is running.
 ///
+/// The file's state ends only when its runner is done (not when nothing is
+/// open between two tests); then what the file left open is closed and waited
+/// for (`ScriptRuntime.finish`) before the future completes.
+///
 /// ```swift
 /// let results = try TestFileRunner(eventLoop: loop, logger: logger)
-///     .run(file: "tests/chat_test.lua", filter: "", timeout: 10).wait()
+///     .run(file: "tests/chat_test.lua", options: .init(timeout: 10)).wait()
 /// ```
 public final class TestFileRunner: @unchecked Sendable {
+    /// How one file runs.
+    public struct Options: Sendable {
+        /// A Lua pattern on the full test name; empty runs every test.
+        public var filter = ""
+        /// Seconds per test, hooks included.
+        public var timeout: Double = 10
+        /// Seeds `math.random` before the file runs (and so the order `shuffle` picks).
+        public var seed: UInt32?
+        /// Runs the tests of each `describe` in a random order.
+        public var shuffle = false
+        /// Stops at the first test that fails or errs (teardown hooks still run).
+        public var failFast = false
+        /// Reports the tests (as skipped) without running any.
+        public var list = false
+
+        public init(filter: String = "", timeout: Double = 10, seed: UInt32? = nil, shuffle: Bool = false, failFast: Bool = false, list: Bool = false) {
+            self.filter = filter
+            self.timeout = timeout
+            self.seed = seed
+            self.shuffle = shuffle
+            self.failFast = failFast
+            self.list = list
+        }
+    }
+
     private var runtime: ScriptRuntime!
     private let uncaught = UncaughtErrors()
     private var results: [TestCaseResult] = []
     private let watchdogFlag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
     private var watchdogTimer: DispatchSourceTimer?
+    /// The runner's function that ends the running test when a callback raised.
+    private var onUncaught: LuaReference?
 
     public init(eventLoop: EventLoop, logger: Logger) {
         watchdogFlag.initialize(to: 0)
         let uncaught = self.uncaught
         runtime = ScriptRuntime(
             eventLoop: eventLoop,
-            options: .init(keepGoing: true, logger: logger, reportError: { uncaught.messages.append($0) })
+            options: .init(keepGoing: true, logger: logger, reportError: { message in
+                uncaught.messages.append(message)
+                uncaught.notify?()
+            })
         )
+        runtime.heldOpen = true
+        // Called while the callback's error unwinds: tell the runner on a clean stack.
+        uncaught.notify = { [weak self, eventLoop] in
+            eventLoop.execute { self?.notifyUncaught() }
+        }
     }
 
     deinit {
@@ -65,13 +106,16 @@ public final class TestFileRunner: @unchecked Sendable {
         watchdogFlag.deallocate()
     }
 
-    /// Runs the file's tests in order; `filter` is a Lua pattern on the full test name.
-    public func run(file: String, filter: String, timeout: Double) -> EventLoopFuture<[TestCaseResult]> {
+    /// Runs the file's tests.
+    public func run(file: String, options: Options) -> EventLoopFuture<[TestCaseResult]> {
         runtime.eventLoop.flatSubmit { [self] in
             installTestHost()
             return runtime.run(
                 chunk: PackageResources.test_runner_lua, name: "@moonwire/test_runner.lua", scriptName: file,
-                arguments: [file, filter, String(timeout)]
+                arguments: [
+                    file, options.filter, String(options.timeout), options.seed.map { String($0) } ?? "",
+                    options.shuffle ? "1" : "0", options.failFast ? "1" : "0", options.list ? "1" : "0",
+                ]
             ).flatMapError { error in
                 self.runtime.eventLoop.makeFailedFuture(error)
             }.map { _ in
@@ -82,6 +126,12 @@ public final class TestFileRunner: @unchecked Sendable {
     }
 
     private var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    private func notifyUncaught() {
+        guard let onUncaught, !runtime.finished else { return }
+        runtime.lua.push(onUncaught)
+        runtime.callIntoLua(arguments: 0)
+    }
 
     /// `mw._test_host`: the prelude's internals plus the functions below.
     private func installTestHost() {
@@ -115,6 +165,14 @@ public final class TestFileRunner: @unchecked Sendable {
                 return 0
             }
         }),
+        ("on_uncaught", { L, ctx in
+            LuaBinding.enter(L, ctx, "on_uncaught", as: TestFileRunner.self) { runner, args in
+                try args.function(1)
+                args.lua.pushValue(1)
+                runner.onUncaught = args.lua.reference()
+                return 0
+            }
+        }),
         ("take_uncaught", { L, ctx in
             LuaBinding.enter(L, ctx, "take_uncaught", as: TestFileRunner.self) { runner, args in
                 let messages = runner.uncaught.messages
@@ -144,4 +202,5 @@ public final class TestFileRunner: @unchecked Sendable {
 /// Errors from callbacks while a test runs; the runner fails that test with them.
 final class UncaughtErrors: @unchecked Sendable {
     var messages: [String] = []
+    var notify: (() -> Void)?
 }

@@ -1,166 +1,135 @@
 import ArgumentParser
 import Foundation
 import MoonwireCore
-import MoonwireLua
 import NIOCore
 import NIOPosix
 
 struct Connect: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Interactive client: stdin lines go out as messages, messages print to stdout.",
+        abstract: "Talk to a WebSocket or TCP server by hand or by pipe.",
         discussion: """
-            Lines typed (or piped) before the connection opens are queued and sent once it \
-            does. At the end of input moonwire waits until the peer has been quiet for \
-            --linger seconds (so replies to piped lines still print), then closes normally. When the peer closes, moonwire \
-            exits with its close code: 0 for 1000 (normal), else the code modulo 256, and \
-            prints the code and reason on stderr. A connection that cannot be made exits 1.
+            /help lists the commands (/ping, /close, /binary, /file, /stats). Exit: 0 \
+            after a 1000/1001 close, 1 after another or a failed connect, 2 for bad \
+            usage, 130 after Ctrl-C. More in docs/cli.md and man moonwire.
             """
     )
 
-    @OptionGroup var global: GlobalOptions
+    /// Accepted as everywhere; hidden so that --help fits one screen.
+    @OptionGroup(visibility: .hidden) var global: GlobalOptions
 
-    @Option(name: [.short, .customLong("header")], help: "An extra handshake header, as 'Name: value' (repeatable).")
-    var headers: [String] = []
+    @Option(name: [.customShort("H"), .long], help: ArgumentHelp("A header 'Name: value' (repeatable).", valueName: "header"))
+    var header: [String] = []
 
-    @Option(name: [.short, .customLong("protocol")], help: "A subprotocol to offer (repeatable).")
-    var protocols: [String] = []
+    @Option(name: [.short, .long], help: ArgumentHelp("A subprotocol to offer (repeatable).", valueName: "name"))
+    var subprotocol: [String] = []
 
-    @Flag(help: "Print binary messages as hex instead of raw bytes.")
-    var binary = false
+    @Option(name: [.customShort("x"), .long], help: ArgumentHelp("Send this after connecting (repeatable).", valueName: "message"))
+    var execute: [String] = []
+
+    @Option(name: [.short, .long], help: ArgumentHelp("Stay this long after input ends.", valueName: "seconds"))
+    var wait: Double?
+
+    @Option(help: ArgumentHelp("tcp/tls: line (default), crlf, raw, length:N.", valueName: "framing"))
+    var framing: String?
+
+    @Option(help: ArgumentHelp("Largest message accepted.", valueName: "bytes"))
+    var maxMessage = "16M"
+
+    @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
+    var heartbeat: Double = 0
+
+    @Flag(help: "Reconnect with backoff when it is lost.")
+    var reconnect = false
 
     @Flag(help: "Offer permessage-deflate compression.")
     var compress = false
 
-    @Flag(help: "Do not verify the server's certificate (testing only).")
-    var insecure = false
-
-    @Option(help: "Trust the CA certificates in this PEM file.")
+    @Option(help: ArgumentHelp("Trust the CAs in this PEM file.", valueName: "file"))
     var ca: String?
 
-    @Option(help: "After the end of input, close once the peer has been quiet this many seconds.")
-    var linger: Double = 1
+    @Flag(help: "Skip certificate verification.")
+    var insecure = false
 
-    @Argument(help: "A ws:// or wss:// URL.")
+    @OptionGroup(title: "Display") var session: SessionOptions
+
+    @OptionGroup(title: "Recording") var recording: RecordOptions
+
+    @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String
 
-    func run() throws {
-        let target: WebSocketURL
+    func validate() throws {
+        if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
+        _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
+    }
+
+    /// Where to connect and how, from the flags; also the largest message.
+    func makeConfiguration() throws -> (TransportURL, ManagedConnection.Configuration, Int) {
+        let target: TransportURL
         do {
-            target = try WebSocketURL(url)
+            target = try TransportURL(url)
         } catch {
-            throw ValidationError("\(error); give a ws:// or wss:// URL")
+            throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
         }
-        var options = WebSocketClientOptions()
-        options.protocols = protocols
-        options.compress = compress
-        options.tls.insecure = insecure
-        options.tls.caFile = ca
-        for header in headers {
-            guard let colon = header.firstIndex(of: ":") else {
-                throw ValidationError("--header '\(header)' has no colon; write it as 'Name: value'")
+        let maxBytes = try ArgumentValues.size(maxMessage, flag: "--max-message")
+        var configuration = ManagedConnection.Configuration()
+        var tls = TLSOptions()
+        tls.caFile = ca
+        tls.insecure = insecure
+        configuration.queueLimit = ConnectSession.queueLimit
+        configuration.reconnect = reconnect ? ReconnectPolicy() : nil
+        configuration.heartbeat = nil
+        if heartbeat > 0 {
+            configuration.heartbeat = .init(interval: .nanoseconds(Int64(heartbeat * 1e9)))
+        }
+        switch target {
+        case .webSocket:
+            guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            configuration.socket.protocols = subprotocol
+            configuration.socket.compress = compress
+            configuration.socket.maxMessage = maxBytes
+            configuration.socket.tls = tls
+            for line in header {
+                guard let colon = line.firstIndex(of: ":"), line[..<colon].contains(where: { !$0.isWhitespace }) else {
+                    throw ValidationError("-H '\(line)' is not a header; write it as -H 'Name: value'")
+                }
+                configuration.socket.headers.append((
+                    line[..<colon].trimmingCharacters(in: .whitespaces),
+                    line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                ))
             }
-            options.headers.append((
-                String(header[..<colon]).trimmingCharacters(in: .whitespaces),
-                String(header[header.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-            ))
+        case .tcp:
+            for (flag, used) in [("-H", !header.isEmpty), ("--subprotocol", !subprotocol.isEmpty), ("--compress", compress), ("--heartbeat", heartbeat > 0)] where used {
+                throw ValidationError("\(flag) is for ws:// and wss:// URLs; TCP has no handshake or ping")
+            }
+            configuration.tcp = TCPClientOptions(framing: try ArgumentValues.framing(framing ?? "line", max: maxBytes), tls: tls)
         }
+        return (target, configuration, maxBytes)
+    }
+
+    func run() throws {
+        let (target, configuration, maxBytes) = try makeConfiguration()
+        let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
+        let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        guard linger >= 0, linger.isFinite else { throw ValidationError("--linger must be a number of seconds, 0 or more") }
-        let session = ConnectSession(hexBinary: binary, linger: .nanoseconds(Int64(linger * 1e9)), logger: global)
-        let code = try loop.flatSubmit {
-            session.start(target, options: options, on: loop)
+        let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)
+        let recorder = try recording.makeRecorder(url: url, headers: configuration.socket.headers)?
+            .connection(url: url, headers: configuration.socket.headers)
+        let connection = try loop.submit {
+            ConnectSession(
+                url: target, configuration: configuration, settings: settings, printer: printer, recorder: recorder, eventLoop: loop)
         }.wait()
+        let signals = SignalTrap(onSignal: { signal in loop.execute { connection.interrupt(signal) } }, beforeExit: console.restoreTerminalNow)
+        let code = try loop.flatSubmit { connection.start() }.wait()
+        signals.cancel()
+        console.finish()
         ProcessEnd.exit(code, parking: [loop])
     }
 }
 
-/// The `connect` command's connection: stdin to messages, messages to stdout.
-private final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
-    private let hexBinary: Bool
-    private let global: GlobalOptions
-    private var connection: ManagedConnection?
-    private var done: EventLoopPromise<Int32>?
-    private var opened = false
-    private var inputDone = false
-    private let linger: TimeAmount
-    private var lastInbound = NIODeadline.now()
-
-    init(hexBinary: Bool, linger: TimeAmount, logger: GlobalOptions) {
-        self.hexBinary = hexBinary
-        self.linger = linger
-        self.global = logger
-    }
-
-    func start(_ url: WebSocketURL, options: WebSocketClientOptions, on loop: EventLoop) -> EventLoopFuture<Int32> {
-        let promise = loop.makePromise(of: Int32.self)
-        done = promise
-        var configuration = ManagedConnection.Configuration()
-        configuration.socket = options
-        configuration.queueLimit = .max
-        configuration.reconnect = nil
-        let c = ManagedConnection(url: .webSocket(url), configuration: configuration, eventLoop: loop)
-        c.delegate = self
-        connection = c
-        c.start()
-        Thread.detachNewThread { [self] in
-            while let line = readLine(strippingNewline: true) {
-                loop.execute { _ = self.connection?.send(ByteBuffer(string: line), kind: .text) }
-            }
-            loop.execute { self.inputEnded() }
-        }
-        return promise.futureResult
-    }
-
-    /// End of input closes the connection, but only once what was typed before the
-    /// connection opened has gone out.
-    private func inputEnded() {
-        inputDone = true
-        if opened { closeWhenQuiet() }
-    }
-
-    private func closeWhenQuiet() {
-        guard let connection, connection.isAlive else { return }
-        let quietUntil = lastInbound + linger
-        if NIODeadline.now() >= quietUntil {
-            connection.close(code: WebSocketCloseCode.normal, reason: "")
-        } else {
-            connection.eventLoop.scheduleTask(deadline: quietUntil) { self.closeWhenQuiet() }
-        }
-    }
-
-    func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
-        opened = true
-        lastInbound = .now()
-        if inputDone {
-            // The queue is flushed right after this returns; the quiet period starts then.
-            connection.eventLoop.execute { self.closeWhenQuiet() }
-        }
-        let proto = info.subprotocol.map { " (protocol \($0))" } ?? ""
-        global.makeLogger().info("connected\(proto)")
-    }
-
-    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        lastInbound = .now()
-        var bytes = message
-        if kind == .binary && hexBinary {
-            print(BinaryText.hex(bytes.readableBytesView))
-        } else {
-            let data = bytes.readBytes(length: bytes.readableBytes) ?? []
-            FileHandle.standardOutput.write(Data(data + [0x0a]))
-        }
-    }
-
-    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
-        ScriptRuntime.writeToStderr("moonwire: \(error)")
-    }
-
-    func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
-        guard opened else { return done?.succeed(1) ?? () }
-        if report.by != .local || report.code != WebSocketCloseCode.normal {
-            let reason = report.reason.isEmpty ? "" : " \(report.reason)"
-            ScriptRuntime.writeToStderr("moonwire: closed by \(report.by.rawValue): \(report.code)\(reason)")
-        }
-        done?.succeed(report.code == WebSocketCloseCode.normal ? 0 : Int32(report.code % 256))
+extension TransportURL {
+    var isWebSocket: Bool {
+        if case .webSocket = self { return true }
+        return false
     }
 }

@@ -31,11 +31,15 @@ struct Run: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
+    @OptionGroup(title: "Measured runs") var measured: MetricsOptions
+
     @Flag(help: "Log an uncaught error in a callback and go on, instead of exiting with 1.")
     var keepGoing = false
 
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
     var workers = 1
+
+    @OptionGroup var recording: RecordOptions
 
     @Argument(help: "The Lua script to run.")
     var script: String
@@ -51,20 +55,25 @@ struct Run: ParsableCommand {
 
     func run() throws {
         try ScriptFile.checkReadable(script)
+        let recorder = try recording.makeRecorder()
+        let shard = try measured.resolvedShard()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: workers)
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
             // One worker is the plain case: its lines look as they always did.
             let named = workers > 1 ? worker : nil
-            return ScriptRuntime(
+            let runtime = ScriptRuntime(
                 eventLoop: loop,
                 options: .init(
                     keepGoing: keepGoing, logger: global.makeLogger(worker: named),
                     reportError: { [global] in global.reportError($0, worker: named) },
-                    worker: worker, workers: workers
-                )
+                    worker: worker, workers: workers, recorder: recorder
+                ).sliced(shard: shard, worker: worker, workers: workers)
             )
+            runtime.metrics.shard = shard
+            return runtime
         }
+        let live = try LiveMetrics.start(measured, runtimes: runtimes, group: group, reportError: { global.reportError($0) })
         let signals = SignalTrap { signal in runtimes.forEach { $0.shutdown(signal: signal) } }
         let finished = runtimes.map { $0.run(script: script, arguments: arguments) }
         var codes: [Int32] = []
@@ -80,7 +89,14 @@ struct Run: ParsableCommand {
         }
         if let startError { global.reportError(startError.description) }
         signals.cancel()
-        ProcessEnd.exit(codes.first { $0 != 0 } ?? 0, parking: runtimes.map(\.eventLoop))
+        live?.stop()
+        let scriptCode = codes.first { $0 != 0 } ?? 0
+        var code = scriptCode
+        if startError == nil, let snapshot = try? LiveMetrics.gather(runtimes).wait() {
+            let declared = (try? runtimes[0].eventLoop.submit { runtimes[0].metrics.thresholds }.wait()) ?? []
+            code = measured.finish(snapshot, scriptThresholds: declared, scriptCode: scriptCode) { global.reportError($0) }
+        }
+        ProcessEnd.exit(code, parking: runtimes.map(\.eventLoop))
     }
 }
 

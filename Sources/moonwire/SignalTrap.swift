@@ -4,12 +4,13 @@ import Dispatch
 import Glibc
 #endif
 
-/// SIGINT and SIGTERM for `run`: the first one asks the script to shut down;
-/// a second SIGINT exits at once with 130.
+/// SIGINT and SIGTERM for `run`, `connect` and `listen`: the first one asks for a
+/// shutdown; a second SIGINT exits at once with 130, after `beforeExit` (which puts the
+/// terminal back).
 final class SignalTrap {
     private let sources: [DispatchSourceSignal]
 
-    init(onSignal: @escaping (Int32) -> Void) {
+    init(onSignal: @escaping (Int32) -> Void, beforeExit: @escaping () -> Void = {}) {
         let queue = DispatchQueue(label: "moonwire.signals")
         var interrupts = 0
         sources = [SIGINT, SIGTERM].map { signo in
@@ -19,6 +20,7 @@ final class SignalTrap {
                 if signo == SIGINT {
                     interrupts += 1
                     if interrupts > 1 {
+                        beforeExit()
                         fflush(stdout)
                         _exit(130)
                     }

@@ -10,8 +10,9 @@ struct Test: ParsableCommand {
         discussion: """
             Test files are named *_test.lua, *_spec.lua or test_*.lua; with no path, \
             moonwire looks in tests/, else spec/. Each file runs in a Lua state of its own. \
-            The last line is "N passed, N failed" (", N skipped" when any); the exit code \
-            is 0 only if nothing failed.
+            The last line is "N passed, N failed" (", N errors" and ", N skipped" when any): \
+            a failed assertion is a failure, any other error or a timeout an error. The exit \
+            code is 0 only if nothing failed or erred.
             """
     )
 
@@ -32,42 +33,96 @@ struct Test: ParsableCommand {
     @Option(help: "How many files to run at once, each in its own Lua state and thread.")
     var jobs: Int = 1
 
+    @Option(help: "Seed math.random in every file with this number (and so the order --shuffle picks).")
+    var seed: UInt32?
+
+    @Flag(help: "Run the files, and the tests in each describe, in a random order (printed as its seed).")
+    var shuffle = false
+
+    @Flag(help: "Stop at the first test that fails or errs; files not started yet are not run.")
+    var failFast = false
+
+    @Option(name: .customLong("repeat"), help: "Run each file this many times, each time in a new Lua state (to catch flaky tests).")
+    var repeatCount: Int = 1
+
+    @Flag(help: "Print where each test is declared and its name, without running any.")
+    var list = false
+
     @Argument(help: "Test files or folders (default: tests/ or spec/).")
     var paths: [String] = []
 
     func validate() throws {
         guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a number of seconds above 0") }
         guard jobs >= 1 else { throw ValidationError("--jobs must be 1 or more") }
+        guard repeatCount >= 1 else { throw ValidationError("--repeat must be 1 or more") }
     }
 
     func run() throws {
-        let files = try TestDiscovery.files(in: paths)
-        let reports = runAll(files)
+        var files = try TestDiscovery.files(in: paths)
+        // --shuffle without --seed picks one, and says which, so the order can be had again.
+        let seed = seed ?? (shuffle ? UInt32.random(in: 1...999_999) : nil)
+        if shuffle, let seed { files = Self.shuffled(files, seed: seed) }
+        let runs = files.flatMap { file in (1...repeatCount).map { (file: file, run: repeatCount > 1 ? $0 : nil) } }
+        let options = TestFileRunner.Options(
+            filter: filter, timeout: timeout, seed: seed, shuffle: shuffle, failFast: failFast, list: list
+        )
+        let reports = runAll(runs, options: options)
+        if list {
+            if reports.contains(where: { $0.results.contains { $0.status == .error } }) { throw ExitCode(1) }
+            return
+        }
         let summary = TestSummary(reports: reports)
         if tap {
-            print(TestOutput.tap(reports, summary: summary), terminator: "")
+            print(TestOutput.tap(reports, summary: summary, seed: shuffle ? seed : nil), terminator: "")
         } else {
+            if shuffle, let seed { print("shuffled with --seed \(seed)") }
             print(summary.line)
         }
         if let junit {
             try TestOutput.junit(reports).write(toFile: junit, atomically: true, encoding: .utf8)
         }
         fflush(stdout)
-        if summary.failed > 0 { throw ExitCode(1) }
+        if summary.failed + summary.errors > 0 { throw ExitCode(1) }
+    }
+
+    /// The files in the order a seed gives (Fisher-Yates over SplitMix64): the
+    /// same seed, the same order, on every machine.
+    static func shuffled(_ files: [String], seed: UInt32) -> [String] {
+        var state = UInt64(seed)
+        func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var out = files
+        for i in stride(from: out.count - 1, to: 0, by: -1) {
+            out.swapAt(i, Int(next() % UInt64(i + 1)))
+        }
+        return out
     }
 
     /// Runs the files on `jobs` event loops; prints each file's lines as it ends.
-    private func runAll(_ files: [String]) -> [TestFileReport] {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(files.count, 1)))
+    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options) -> [TestFileReport] {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(runs.count, 1)))
         defer { try? group.syncShutdownGracefully() }
-        let state = RunState(count: files.count)
+        let state = RunState(count: runs.count)
         let workers = DispatchGroup()
         for loop in group.makeIterator() {
             workers.enter()
             Thread.detachNewThread {
                 while let index = state.next() {
-                    let report = runFile(files[index], on: loop)
-                    state.finish(index, report) { if !tap { print(TestOutput.lines(report), terminator: "") ; fflush(stdout) } }
+                    let report = runFile(runs[index].file, run: runs[index].run, options: options, on: loop)
+                    let failed = report.results.contains { $0.status == .failed || $0.status == .error }
+                    state.finish(index, report, stopping: failFast && failed) {
+                        if list {
+                            print(TestOutput.list(report), terminator: "")
+                        } else if !tap {
+                            print(TestOutput.lines(report), terminator: "")
+                        }
+                        fflush(stdout)
+                    }
                 }
                 workers.leave()
             }
@@ -76,16 +131,16 @@ struct Test: ParsableCommand {
         return state.reports.compactMap { $0 }
     }
 
-    private func runFile(_ file: String, on loop: EventLoop) -> TestFileReport {
+    private func runFile(_ file: String, run: Int?, options: TestFileRunner.Options, on loop: EventLoop) -> TestFileReport {
         let start = Date()
         let runner = TestFileRunner(eventLoop: loop, logger: global.makeLogger())
         let results: [TestCaseResult]
         do {
-            results = try runner.run(file: file, filter: filter, timeout: timeout).wait()
+            results = try runner.run(file: file, options: options).wait()
         } catch {
-            results = [TestCaseResult(name: file, status: .failed, duration: 0, message: "\(error)", traceback: "", location: file)]
+            results = [TestCaseResult(name: file, status: .error, duration: 0, message: "\(error)", traceback: "", location: file)]
         }
-        return TestFileReport(file: file, results: results, duration: Date().timeIntervalSince(start))
+        return TestFileReport(file: file, results: results, duration: Date().timeIntervalSince(start), run: run)
     }
 }
 
@@ -93,6 +148,7 @@ struct Test: ParsableCommand {
 private final class RunState: @unchecked Sendable {
     private let lock = NSLock()
     private var nextIndex = 0
+    private var stopped = false
     private(set) var reports: [TestFileReport?]
 
     init(count: Int) {
@@ -102,15 +158,17 @@ private final class RunState: @unchecked Sendable {
     func next() -> Int? {
         lock.lock()
         defer { lock.unlock() }
-        guard nextIndex < reports.count else { return nil }
+        guard !stopped, nextIndex < reports.count else { return nil }
         nextIndex += 1
         return nextIndex - 1
     }
 
-    func finish(_ index: Int, _ report: TestFileReport, then print: () -> Void) {
+    /// `stopping`: no file starts after this one (`--fail-fast`).
+    func finish(_ index: Int, _ report: TestFileReport, stopping: Bool, then print: () -> Void) {
         lock.lock()
         defer { lock.unlock() }
         reports[index] = report
+        if stopping { stopped = true }
         print()
     }
 }

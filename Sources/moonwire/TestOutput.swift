@@ -2,16 +2,22 @@ import Foundation
 import MoonwireCore
 import MoonwireLua
 
-/// One file's results.
+/// One file's results (one run of it, with `--repeat`).
 struct TestFileReport {
     var file: String
     var results: [TestCaseResult]
     var duration: Double
+    /// Which run of the file this is (1-based), when `--repeat` runs it more than once.
+    var run: Int? = nil
+
+    /// The file, and the run when there are several: a header and a suite name.
+    var title: String { run.map { "\(file) (run \($0))" } ?? file }
 }
 
 struct TestSummary {
     var passed = 0
     var failed = 0
+    var errors = 0
     var skipped = 0
 
     init(reports: [TestFileReport]) {
@@ -19,14 +25,40 @@ struct TestSummary {
             switch result.status {
             case .passed: passed += 1
             case .failed: failed += 1
+            case .error: errors += 1
             case .skipped: skipped += 1
             }
         }
     }
 
-    /// The closing line: "N passed, N failed", plus ", N skipped" when any.
+    var total: Int { passed + failed + errors + skipped }
+
+    /// The closing line: "N passed, N failed", plus ", N errors" and ", N skipped" when any.
     var line: String {
-        "\(passed) passed, \(failed) failed" + (skipped > 0 ? ", \(skipped) skipped" : "")
+        "\(passed) passed, \(failed) failed" + (errors > 0 ? ", \(errors) errors" : "") + (skipped > 0 ? ", \(skipped) skipped" : "")
+    }
+}
+
+/// `file:line` split in two; the line is nil when there is none.
+struct SourceLocation: Equatable {
+    var file: String
+    var line: Int?
+
+    init(_ text: String) {
+        if let colon = text.lastIndex(of: ":"), let line = Int(text[text.index(after: colon)...]) {
+            file = String(text[..<colon])
+            self.line = line
+        } else {
+            file = text
+            line = nil
+        }
+    }
+
+    /// Where a failure message (`file:line: message`) points, if it starts with a location.
+    static func ofMessage(_ message: String) -> SourceLocation? {
+        let first = message.prefix { $0 != "\n" }
+        guard let range = first.range(of: #"^[^\s:][^:]*:\d+:"#, options: .regularExpression) else { return nil }
+        return SourceLocation(String(first[range].dropLast()))
     }
 }
 
@@ -34,12 +66,11 @@ struct TestSummary {
 enum TestOutput {
     static func lines(_ report: TestFileReport) -> String {
         if report.results.isEmpty { return "" }
-        var out = "\(report.file)\n"
+        var out = "\(report.title)\n"
         for r in report.results {
-            let label = ["passed": "PASS", "failed": "FAIL", "skipped": "SKIP"][r.status.rawValue] ?? "????"
             let time = r.status == .skipped ? "" : " (\(milliseconds(r.duration)))"
-            out += "  \(label)  \(r.name)\(time)\n"
-            if r.status == .failed {
+            out += "  \(label(r.status))  \(r.name)\(time)\n"
+            if r.status == .failed || r.status == .error {
                 for line in r.message.split(separator: "\n", omittingEmptySubsequences: false) {
                     out += "        \(line)\n"
                 }
@@ -48,26 +79,45 @@ enum TestOutput {
         return out
     }
 
+    static func label(_ status: TestCaseResult.Status) -> String {
+        switch status {
+        case .passed: "PASS"
+        case .failed: "FAIL"
+        case .error: "ERR "
+        case .skipped: "SKIP"
+        }
+    }
+
+    /// `--list`: where each test is declared, and its full name; a file that
+    /// does not load says why.
+    static func list(_ report: TestFileReport) -> String {
+        report.results.map { $0.status == .error ? "\($0.message)\n" : "\($0.location): \($0.name)\n" }.joined()
+    }
+
     static func milliseconds(_ seconds: Double) -> String {
         String(format: "%.1f ms", seconds * 1000)
     }
 
-    static func tap(_ reports: [TestFileReport], summary: TestSummary) -> String {
+    static func tap(_ reports: [TestFileReport], summary: TestSummary, seed: UInt32?) -> String {
         var out = "TAP version 13\n"
+        if let seed { out += "# seed \(seed)\n" }
         var n = 0
         for report in reports where !report.results.isEmpty {
-            out += "# \(report.file)\n"
+            out += "# \(report.title)\n"
             for r in report.results {
                 n += 1
                 let name = r.name.replacingOccurrences(of: "#", with: "\\#")
                 switch r.status {
                 case .passed: out += "ok \(n) - \(name)\n"
                 case .skipped: out += "ok \(n) - \(name) # SKIP pending\n"
-                case .failed:
+                case .failed, .error:
+                    let at = SourceLocation.ofMessage(r.message) ?? SourceLocation(r.location)
                     out += "not ok \(n) - \(name)\n  ---\n"
                     // JSON string literals are valid double-quoted YAML scalars.
                     out += "  message: \(LogLine.jsonString(r.message))\n"
-                    out += "  at: \(LogLine.jsonString(r.location))\n"
+                    out += "  severity: \(r.status == .failed ? "fail" : "error")\n"
+                    out += "  at:\n    file: \(LogLine.jsonString(at.file))\n"
+                    if let line = at.line { out += "    line: \(line)\n" }
                     out += "  duration_ms: \(String(format: "%.3f", r.duration * 1000))\n  ...\n"
                 }
             }
@@ -76,28 +126,38 @@ enum TestOutput {
         return out
     }
 
+    /// JUnit XML as CI servers read it (the schema: Tests/moonwireTests/Fixtures/junit.xsd).
+    /// A failed assertion is a `<failure>`, any other error a `<error>`; `file` and
+    /// `line` say where the test is declared.
     static func junit(_ reports: [TestFileReport]) -> String {
         let all = TestSummary(reports: reports)
         let total = reports.reduce(0.0) { $0 + $1.duration }
         var out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        out += "<testsuites name=\"moonwire\" tests=\"\(all.passed + all.failed + all.skipped)\" failures=\"\(all.failed)\" errors=\"0\" skipped=\"\(all.skipped)\" time=\"\(seconds(total))\">\n"
+        out += "<testsuites name=\"moonwire\" \(counts(all)) time=\"\(seconds(total))\">\n"
         for report in reports {
-            let s = TestSummary(reports: [report])
-            out += "  <testsuite name=\"\(xml(report.file))\" tests=\"\(report.results.count)\" failures=\"\(s.failed)\" errors=\"0\" skipped=\"\(s.skipped)\" time=\"\(seconds(report.duration))\">\n"
+            out += "  <testsuite name=\"\(xml(report.title))\" \(counts(TestSummary(reports: [report]))) time=\"\(seconds(report.duration))\">\n"
             for r in report.results {
-                out += "    <testcase name=\"\(xml(r.name))\" classname=\"\(xml(report.file))\" file=\"\(xml(r.location))\" time=\"\(seconds(r.duration))\""
+                let declared = SourceLocation(r.location)
+                out += "    <testcase name=\"\(xml(r.name))\" classname=\"\(xml(report.file))\" file=\"\(xml(declared.file))\""
+                if let line = declared.line { out += " line=\"\(line)\"" }
+                out += " time=\"\(seconds(r.duration))\""
                 switch r.status {
                 case .passed: out += "/>\n"
                 case .skipped: out += ">\n      <skipped/>\n    </testcase>\n"
-                case .failed:
+                case .failed, .error:
+                    let element = r.status == .failed ? "failure" : "error"
                     let first = r.message.split(separator: "\n").first.map(String.init) ?? ""
                     let body = r.traceback.isEmpty ? r.message : r.message + "\n" + r.traceback
-                    out += ">\n      <failure message=\"\(xml(first))\" type=\"failure\">\(xml(body))</failure>\n    </testcase>\n"
+                    out += ">\n      <\(element) message=\"\(xml(first))\" type=\"\(r.status == .failed ? "assertion" : "error")\">\(xml(body))</\(element)>\n    </testcase>\n"
                 }
             }
             out += "  </testsuite>\n"
         }
         return out + "</testsuites>\n"
+    }
+
+    private static func counts(_ s: TestSummary) -> String {
+        "tests=\"\(s.total)\" failures=\"\(s.failed)\" errors=\"\(s.errors)\" skipped=\"\(s.skipped)\""
     }
 
     private static func seconds(_ s: Double) -> String { String(format: "%.6f", s) }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -102,7 +103,7 @@ private final class HostileHandler: ChannelInboundHandler {
             let key = text.split(separator: "\r\n")
                 .first { $0.lowercased().hasPrefix("sec-websocket-key:") }
                 .map { $0.split(separator: ":", maxSplits: 1)[1].trimmingCharacters(in: .whitespaces) } ?? ""
-            let accept = BinaryText.base64(SHA1.hash(Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)))
+            let accept = BinaryText.base64(Array(Insecure.SHA1.hash(data: Array((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))))
             let response = self.response
                 ?? "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\(self.extraResponseHeaders)\r\n"
             self.inbound.moveReaderIndex(forwardBy: text[..<end.upperBound].utf8.count)
@@ -245,7 +246,8 @@ struct WebSocketHostilePeerTests {
         _ = try await TestClient.run("ws://127.0.0.1:\(peer.port)/")
         let report = try await peer.report.get()
         #expect(report.closeCodes == [1007])
-        #expect((report.closeAfter ?? 99) < 1.0)
+        // Failed at the bad bytes, not after the peer's 3 s pause before the rest.
+        #expect((report.closeAfter ?? 99) < 2.9)
     }
 
     @Test("pings are answered, fragments with interleaved control frames assemble, peer close is echoed")
@@ -287,7 +289,8 @@ struct WebSocketHostilePeerTests {
             Issue.record("no close: \(events)")
         }
         let elapsed = NIODeadline.now() - (closedAt.withLockedValue { $0 } ?? .now())
-        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(2))
+        // Not before close_timeout; the upper bound only catches a drop that never comes.
+        #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(10))
     }
 
     @Test("a closed connection can be dialled again from its didClose")

@@ -33,6 +33,9 @@ final class PeerProcess: @unchecked Sendable {
         let pipe = Pipe()
         self.process.standardOutput = pipe
         try self.process.run()
+        // A peer that never prints READY is killed, so the read below ends.
+        let startDeadline = killAfter(self.process, seconds: 30)
+        defer { startDeadline.cancel() }
         let handle = pipe.fileHandleForReading
         var port: Int?
         var pending = ""
@@ -69,6 +72,8 @@ final class PeerProcess: @unchecked Sendable {
         let pipe = Pipe()
         setup.standardOutput = pipe
         try setup.run()
+        let deadline = killAfter(setup, seconds: 300)
+        defer { deadline.cancel() }
         setup.waitUntilExit()
         let path = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
@@ -78,9 +83,9 @@ final class PeerProcess: @unchecked Sendable {
         return path
     }
 
-    /// The `CLOSE` lines printed so far, waiting up to 2 s for at least one.
+    /// The `CLOSE` lines printed so far, waiting up to 20 s (a loaded machine) for at least one.
     func closeLines() async -> [String] {
-        for _ in 0..<40 {
+        for _ in 0..<400 {
             let lines = self.lock.withLock { self.output }.split(separator: "\n").filter { $0.hasPrefix("CLOSE ") }.map(String.init)
             if !lines.isEmpty { return lines }
             try? await Task.sleep(nanoseconds: 50_000_000)
@@ -93,6 +98,14 @@ final class PeerProcess: @unchecked Sendable {
         kill(self.process.processIdentifier, SIGKILL)
         self.process.waitUntilExit()
     }
+}
+
+/// Kills `process` with SIGKILL (its mask blocks SIGTERM) unless the returned
+/// item is cancelled first: no helper waits on a child for ever.
+func killAfter(_ process: Process, seconds: Double) -> DispatchWorkItem {
+    let work = DispatchWorkItem { [pid = process.processIdentifier] in _ = kill(pid, SIGKILL) }
+    DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: work)
+    return work
 }
 
 struct PeerError: Error, CustomStringConvertible {
@@ -134,6 +147,8 @@ enum TLSFixture {
         shell.executableURL = URL(fileURLWithPath: "/bin/bash")
         shell.arguments = ["-c", script]
         try shell.run()
+        let deadline = killAfter(shell, seconds: 120)
+        defer { deadline.cancel() }
         shell.waitUntilExit()
         guard shell.terminationStatus == 0 else { throw PeerError(message: "openssl failed") }
         func read(_ name: String) throws -> String {

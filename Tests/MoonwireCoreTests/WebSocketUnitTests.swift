@@ -179,6 +179,72 @@ struct WebSocketUnitTests {
         }
     }
 
+    /// A client frame: masked with `key`.
+    private func maskedFrame(_ b0: UInt8, _ payload: [UInt8], key: [UInt8] = [0x37, 0xFA, 0x21, 0x3D]) -> [UInt8] {
+        var header: [UInt8] = [b0]
+        if payload.count < 126 {
+            header.append(0x80 | UInt8(payload.count))
+        } else {
+            header += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        }
+        return header + key + payload.enumerated().map { $0.element ^ key[$0.offset & 3] }
+    }
+
+    private func serverParse(_ bytes: [UInt8], max: Int = 1 << 20, cuts: [Int]) throws -> (WebSocketFrameHeader?, [UInt8]) {
+        var parser = WebSocketFrameParser(maxPayload: max, role: .server)
+        var header: WebSocketFrameHeader?
+        var body: [UInt8] = []
+        var start = 0
+        for end in cuts + [bytes.count] where end >= start {
+            var buffer = ByteBuffer(bytes: bytes[start..<end])
+            start = end
+            while let event = try parser.next(&buffer) {
+                switch event {
+                case .header(let h): header = h
+                case .payload(let chunk, _): body += chunk.readableBytesView
+                }
+            }
+        }
+        return (header, body)
+    }
+
+    @Test("frame parser, server role: masked payload unmasked across any split of header, key and payload")
+    func serverParserUnmasksAcrossSplits() throws {
+        let payload = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let frame = maskedFrame(0x82, payload)
+        for a in 1..<frame.count where a < 12 || a % 37 == 0 {
+            for b in [a + 1, a + 3, a + 5, frame.count - 1] where b < frame.count {
+                let (header, body) = try serverParse(frame, cuts: [a, b])
+                #expect(header?.length == 300 && header?.opcode == 2)
+                #expect(body == payload, "cuts \(a), \(b)")
+            }
+        }
+    }
+
+    @Test("frame parser, server role: unmasked client frames are refused; client role refuses masked ones")
+    func serverParserRequiresMask() {
+        #expect(throws: WebSocketProtocolViolation.protocolError("unmasked frame from client")) {
+            _ = try serverParse([0x81, 0x01, 0x61], cuts: [])
+        }
+        #expect(throws: WebSocketProtocolViolation.protocolError("masked frame from server")) {
+            _ = try parseAll(maskedFrame(0x81, [0x61]))
+        }
+        #expect(throws: WebSocketProtocolViolation.protocolError("frame length with the most significant bit set")) {
+            _ = try serverParse([0x82, 0x80 | 127, 0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4], cuts: [])
+        }
+    }
+
+    @Test("assembler, server role: invalid UTF-8 in a fragmented text message fails before the message ends")
+    func serverAssemblerFailsFast() throws {
+        var parser = WebSocketFrameParser(maxPayload: 1 << 20, role: .server)
+        var assembler = WebSocketMessageAssembler(maxMessage: 1 << 20, deflate: nil)
+        // First fragment fine, second carries 0xFF; the final fragment never comes.
+        var buffer = ByteBuffer(bytes: maskedFrame(0x01, Array("hé".utf8)) + maskedFrame(0x00, [0x61, 0xFF]))
+        #expect(throws: WebSocketProtocolViolation.invalidPayload("invalid UTF-8 in text message")) {
+            while let event = try parser.next(&buffer) { _ = try assembler.handle(event) }
+        }
+    }
+
     // MARK: Message assembly
 
     private func assemble(_ bytes: [UInt8], max: Int = 1 << 20, deflate: PerMessageDeflate? = nil) throws -> [WebSocketMessageAssembler.Action] {
@@ -319,16 +385,5 @@ struct WebSocketUnitTests {
             let unmasked = frame.readableBytesView.enumerated().map { $0.element ^ key[$0.offset & 3] }
             #expect(unmasked == Array(payload.readableBytesView))
         }
-    }
-
-    @Test("SHA-256 test vectors")
-    func sha256() {
-        func hex(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined() }
-        #expect(hex(SHA256.hash([UInt8]())) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(
-            hex(SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
-                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
-        )
     }
 }

@@ -34,10 +34,16 @@ final class ScriptHarness: @unchecked Sendable {
 
     var reported: [String] { errorBox.messages }
 
-    /// Runs the chunk to its end; the exit code.
+    /// Runs the chunk to its end; the exit code. A script still running after
+    /// `deadline` seconds fails the test instead of hanging it.
     @discardableResult
-    func run(_ source: String, name: String = "test.lua", arguments: [String] = []) throws -> Int32 {
-        try runtime.run(source: source, chunkName: name, arguments: arguments).wait()
+    func run(_ source: String, name: String = "test.lua", arguments: [String] = [], deadline: Int64 = 60) throws -> Int32 {
+        let loop = runtime.eventLoop
+        let bounded = loop.makePromise(of: Int32.self)
+        let timer = loop.scheduleTask(in: .seconds(deadline)) { bounded.fail(HarnessTimeout(seconds: deadline)) }
+        defer { timer.cancel() }
+        runtime.run(source: source, chunkName: name, arguments: arguments).cascade(to: bounded)
+        return try bounded.futureResult.wait()
     }
 
     /// A global of the script, copied into Swift.
@@ -85,4 +91,9 @@ extension LuaValue {
         default: return nil
         }
     }
+}
+
+struct HarnessTimeout: Error, CustomStringConvertible {
+    let seconds: Int64
+    var description: String { "the script still ran after \(seconds) s" }
 }

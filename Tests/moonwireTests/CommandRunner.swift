@@ -43,14 +43,17 @@ struct CommandRunner {
 
     /// `input` is written to the command's stdin, which is then closed unless `closeInput` is false.
     /// `whileRunning` may read the start of stdout (and act on it) before the rest is read;
-    /// what it returns is the start of `stdout`.
+    /// what it returns is the start of `stdout`. A command still running after `deadline`
+    /// seconds is killed and the test fails: no test can hang CI.
     static func run(
-        _ arguments: [String], input: String? = nil, closeInput: Bool = true,
+        _ arguments: [String], input: String? = nil, closeInput: Bool = true, deadline: Double = 120,
         whileRunning: ((FileHandle) -> Data)? = nil
     ) throws -> Result {
         let stdin = input.map { _ in Pipe() }
         let (process, out, err) = process(arguments, input: stdin)
         try process.run()
+        let watch = ProcessDeadline(process, seconds: deadline)
+        defer { watch.check("moonwire \(arguments.joined(separator: " "))") }
         if let stdin, let input {
             stdin.fileHandleForWriting.write(Data(input.utf8))
             if closeInput { try stdin.fileHandleForWriting.close() }
@@ -82,6 +85,37 @@ struct CommandRunner {
         try source.write(to: file, atomically: true, encoding: .utf8)
         return file.path
     }
+}
+
+/// Kills a child process that is still running after its deadline (SIGKILL: the
+/// test runner's children inherit a blocked SIGTERM), so that reads of its pipes
+/// end and `waitUntilExit` returns; `check` then fails the test.
+final class ProcessDeadline: @unchecked Sendable {
+    private let fired = Flag()
+    private let work: DispatchWorkItem
+    private let seconds: Double
+
+    init(_ process: Process, seconds: Double) {
+        self.seconds = seconds
+        work = DispatchWorkItem { [fired, pid = process.processIdentifier] in
+            fired.set()
+            kill(pid, SIGKILL)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: work)
+    }
+
+    /// Disarms the deadline; records an issue if it had fired.
+    func check(_ what: String) {
+        work.cancel()
+        if fired.isSet { Issue.record("\(what) was still running after \(seconds) s and was killed") }
+    }
+}
+
+private final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.withLock { value = true } }
+    var isSet: Bool { lock.withLock { value } }
 }
 
 private final class DataBox: @unchecked Sendable {

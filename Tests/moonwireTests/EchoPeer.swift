@@ -9,26 +9,38 @@ final class EchoPeer {
 
     var url: String { "ws://127.0.0.1:\(port)/" }
 
-    init() throws {
-        let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+    static let peers = CommandRunner.packageRoot.appendingPathComponent("Tests/MoonwireCoreTests/Peers")
+
+    /// The venv's python (websockets, pexpect), made by setup_venv.sh if it is missing.
+    static func python() throws -> String {
         let setup = Process()
         setup.executableURL = URL(fileURLWithPath: "/bin/bash")
         setup.arguments = [peers.appendingPathComponent("setup_venv.sh").path]
         let pythonPath = Pipe()
         setup.standardOutput = pythonPath
         try setup.run()
+        let setupDeadline = ProcessDeadline(setup, seconds: 300)
+        defer { setupDeadline.check("setup_venv.sh") }
         let python = String(decoding: pythonPath.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         setup.waitUntilExit()
         guard setup.terminationStatus == 0 else { throw PeerError("setup_venv.sh failed (is PyPI reachable?)") }
+        return python
+    }
 
+    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py).
+    init(script: String = "echo_websockets.py") throws {
+        let python = try Self.python()
+        let peers = Self.peers
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [peers.appendingPathComponent("echo_websockets.py").path]
+        process.arguments = [peers.appendingPathComponent(script).path]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         try process.run()
+        let startDeadline = ProcessDeadline(process, seconds: 60)
+        defer { startDeadline.check("the echo peer's start") }
         // The peer prints "READY <port>" once it listens: wait for that line, not for time.
         var seen = ""
         while !seen.contains("\n") {

@@ -119,6 +119,8 @@ import Testing
         let path = try CommandRunner.script(script, source)
         let (process, out, _) = CommandRunner.process(["run", path])
         try process.run()
+        let deadline = ProcessDeadline(process, seconds: 120)
+        defer { deadline.check("moonwire run \(script)") }
         // Wait for the script to say it runs, then signal it.
         var seen = Data()
         while !String(decoding: seen, as: UTF8.self).contains("ready") {

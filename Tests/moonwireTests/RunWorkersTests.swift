@@ -141,6 +141,8 @@ import Testing
         let ended = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in ended.signal() }
         try process.run()
+        let deadline = ProcessDeadline(process, seconds: 120)
+        defer { deadline.check("moonwire run --workers 3") }
         var seen = ""
         while seen.components(separatedBy: "ready ").count <= 3 {
             let chunk = out.fileHandleForReading.availableData

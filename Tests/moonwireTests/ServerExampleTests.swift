@@ -50,9 +50,12 @@ import Testing
     @Test func chatServerAndBot() throws {
         let (server, _, err) = CommandRunner.process(["run", "examples/chat_server.lua", "ws://127.0.0.1:0/chat"])
         try server.run()
+        // The chat server would run for ever: killed at the end, or at the deadline if the test hangs.
+        let deadline = ProcessDeadline(server, seconds: 120)
         defer {
             kill(server.processIdentifier, SIGKILL)
             server.waitUntilExit()
+            deadline.check("the chat server")
         }
         // The server logs its URL once it listens.
         var log = ""

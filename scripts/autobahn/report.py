@@ -7,8 +7,9 @@ were not OK (with the suite's reason), a markdown table on request.
 
 Each RUNDIR holds what autobahn.sh left there: index.json (the server's
 report), run.json (label, compress, seconds, client exit status) and
-client.log. Exit status 1 when a case FAILED, a client exited non-zero, a
-report is missing, or a report lacks cases the server announced."""
+client.log. Exit status 1 when a case FAILED (with --strict: any case whose
+outcome is not OK or INFORMATIONAL), a client exited non-zero, a report is
+missing, or a report lacks cases the server announced."""
 import argparse
 import json
 import os
@@ -108,6 +109,7 @@ def main():
     p.add_argument("runs", nargs="+")
     p.add_argument("--markdown")
     p.add_argument("--info", action="append", default=[], help="KEY=VALUE for the markdown header")
+    p.add_argument("--strict", action="store_true", help="NON-STRICT and UNIMPLEMENTED fail too")
     a = p.parse_args()
 
     runs = [load_run(d) for d in a.runs]
@@ -139,7 +141,7 @@ def main():
             b = entry.get("behavior")
             if b != "OK" or entry.get("behaviorClose") not in ("OK", "INFORMATIONAL"):
                 print("  %-8s %-13s close %-13s %s" % (cid, b, entry.get("behaviorClose"), reason(run["dir"], entry)[:160]))
-            if b == "FAILED":
+            if b == "FAILED" or (a.strict and b not in ("OK", "INFORMATIONAL")):
                 failed_any = True
         for problem in run["problems"]:
             print("  PROBLEM: " + problem)

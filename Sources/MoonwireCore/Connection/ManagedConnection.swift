@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -10,12 +11,15 @@ public protocol ManagedConnectionDelegate: AnyObject {
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError)
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport)
+    /// A WebSocket pong arrived (answering a heartbeat's ping or one sent with `ping`).
+    func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer)
     /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
-    /// An application-level heartbeat is due: the message to send.
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer?
-    /// With a heartbeat `reply` pattern: does this message answer the heartbeat?
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool
+    /// An application-level heartbeat is due: the message to send, and its kind.
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)?
+    /// With a heartbeat `reply`: does this message answer the heartbeat? A reply is
+    /// consumed: it is not passed on to ``managedConnection(_:didReceive:kind:)``.
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool
     /// `buffered` fell back under half the byte budget after the budget was reached (`on_drain`).
     func managedConnectionDidDrain(_ connection: ManagedConnection)
     /// The outbound budget turned a message away for the first time on this connection.
@@ -26,8 +30,11 @@ extension ManagedConnectionDelegate {
     public func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
         ManagedConnection.RetryDecision()
     }
-    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> ByteBuffer? { nil }
-    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer) -> Bool { false }
+    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? { nil }
+    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
+        false
+    }
+    public func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer) {}
     public func managedConnectionDidDrain(_ connection: ManagedConnection) {}
     public func managedConnectionReachedBudget(_ connection: ManagedConnection) {}
 }
@@ -59,6 +66,9 @@ public final class ManagedConnection {
         public var overflow = SendQueue<OutboundMessage>.Overflow.error
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var heartbeat: HeartbeatMonitor.Configuration? = HeartbeatMonitor.Configuration()
+        /// `ready = "manual"`: after each open, what is sent or queued stays queued until
+        /// ``ready()`` (the application's own handshake, sent with ``sendNow(_:kind:)``).
+        public var manualReady = false
 
         public init() {}
     }
@@ -110,6 +120,23 @@ public final class ManagedConnection {
 
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
+    /// Writes every event to a recording (`--record`, docs/recording.md) when set.
+    public var recorder: ConnectionRecorder?
+    /// Where the connection's events (debug), messages (trace) and reconnect attempts
+    /// (info) are logged; nil logs nothing. See ``ConnectionLog``.
+    public var logger: Logger?
+    /// The URL dialled, as logged.
+    private var urlText: String
+    /// Why the open transport refused the last message `send` answered `.closed` for
+    /// (a TCP framing cannot carry it), or nil.
+    public private(set) var lastRefusal: String?
+    private let manualReady: Bool
+    /// With `manualReady`: whether ``ready()`` released the queue since the last dial.
+    public private(set) var released = false
+    /// Sends wait in the queue: manual ready, not yet released.
+    private var holding: Bool { manualReady && !released }
+    /// The last failure, named by the reconnect log line.
+    private var lastError: String?
     public let queueLimit: Int
     private let socket: any Transport
     private let events = SocketEvents()
@@ -130,6 +157,8 @@ public final class ManagedConnection {
 
     public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
+        urlText = url.description
+        manualReady = configuration.manualReady
         queueLimit = configuration.queueLimit
         socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
@@ -166,12 +195,25 @@ public final class ManagedConnection {
     /// follow).
     public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
         guard lifecycle.sendRoute != .refuse else { return .closed }
-        switch outbound.offer(OutboundMessage(data, kind: kind), direct: openingHandlers) {
-        case .sent: return .sent
-        case .queued, .dropped: return .queued
+        return offer(data, kind: kind, direct: openingHandlers && !holding)
+    }
+
+    /// Hands a message to the outbound budget: written now, queued, or refused.
+    private func offer(_ data: ByteBuffer, kind: WebSocketMessageKind, direct: Bool) -> SendResult {
+        lastRefusal = nil
+        switch outbound.offer(OutboundMessage(data, kind: kind), direct: direct) {
+        case .sent:
+            recorder?.message(data, kind: kind, outgoing: true)
+            if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
+            return .sent
+        case .queued, .dropped:
+            // Logged and recorded as it is taken (the flush sends it without another line).
+            recorder?.message(data, kind: kind, outgoing: true)
+            if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data)) (queued)") }
+            return .queued
         case .full: return .queueFull
         case .tooLarge: return .tooLarge
-        // A message the open transport cannot carry (a TCP framing's limits).
+        // A message the open transport cannot carry (a TCP framing's limits): lastRefusal says why.
         case .unsendable: return .closed
         }
     }
@@ -192,8 +234,30 @@ public final class ManagedConnection {
         }
     }
 
+    /// `c:send_now`: past the queue while it is held for `ready = "manual"` (the
+    /// application's handshake); like ``send(_:kind:)`` otherwise, but never queued.
+    public func sendNow(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+        guard lifecycle.sendRoute == .send else { return .closed }
+        return offer(data, kind: kind, direct: true)
+    }
+
+    /// `c:ready()`: the application's handshake is done; what waited goes out, in
+    /// order, and later sends go straight out. False unless open and held.
+    @discardableResult
+    public func ready() -> Bool {
+        guard holding, lifecycle.sendRoute == .send else { return false }
+        released = true
+        // Inside on_open the queue waits for the handlers to finish (the flush at open).
+        if !openingHandlers { outbound.isHeld = false }
+        return true
+    }
+
+    /// False for TCP: there is no ping, a heartbeat needs a message.
+    public var supportsPing: Bool { socket.supportsPing }
+
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
+        recorder?.control("ping", payload: payload, outgoing: true)
         heartbeat.didSend(at: .now())
         return true
     }
@@ -236,6 +300,8 @@ public final class ManagedConnection {
     private func perform(_ action: ConnectionLifecycle.Action) {
         switch action {
         case .dial:
+            released = false
+            logger?.debug("connecting to \((nextURL?.description ?? urlText))")
             ignoringSocket = false
             do {
                 try socket.dial(nextURL)
@@ -254,13 +320,14 @@ public final class ManagedConnection {
             heartbeatTimer?.task.cancel()
             heartbeatTimer = nil
         case .notifyOpen(let reconnects):
+            logger?.debug("open: \(urlText)\(openInfo?.subprotocol.map { " (protocol \($0))" } ?? "")")
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
-            // The on_open handlers ran: what was queued goes now, after what they sent.
-            // (A manual `ready` would keep `isHeld` until the application says so.)
+            // The on_open handlers ran: what was queued goes now, after what they sent;
+            // with `ready = "manual"` it waits for ready().
             openingHandlers = false
-            outbound.isHeld = false
+            outbound.isHeld = holding
         case .dropQueue:
             droppedByLastClose += outbound.dropQueue()
         case .sendClose(let code, let reason):
@@ -268,11 +335,25 @@ public final class ManagedConnection {
         case .dropConnection:
             socket.abort()
         case .reportError(let error):
+            lastError = error.description
+            logger?.debug("error: \(error.description)")
+            recorder?.failed(error.description)
             delegate?.managedConnection(self, didFail: error)
         case .reportClose(let report):
+            logger?.debug("closed: \(report.code)\(report.reason.isEmpty ? "" : " \(report.reason)") by \(report.by.rawValue)\(report.willReconnect ? ", will reconnect" : "")")
+            recorder?.closed(code: report.code, reason: report.reason, by: report.by.rawValue, clean: report.clean, willReconnect: report.willReconnect)
             delegate?.managedConnection(self, didClose: report)
         case .askReconnectHook(let attempt, let delay):
+            recorder?.reconnecting(attempt: attempt, delay: Double(delay.nanoseconds) / 1e9)
             let decision = delegate?.managedConnection(self, willReconnect: attempt, delay: delay) ?? RetryDecision()
+            if case .stop = decision.answer {
+                logger?.info("not retrying \(urlText): on_reconnect said no")
+            } else {
+                var wait = delay
+                if case .delay(let d) = decision.answer { wait = d }
+                let attempts = lifecycle.reconnectPolicy.flatMap { $0.attempts }
+                logger?.info("\(ConnectionLog.retry(delay: wait, attempt: attempt, of: attempts, after: lastError)) (\(nextURL?.description ?? urlText))")
+            }
             if let url = decision.url { nextURL = url }
             if let headers = decision.headers, let webSocket = socket as? WebSocketConnection { webSocket.options.headers = headers }
             drive(lifecycle.reconnectHookAnswered(decision.answer))
@@ -312,8 +393,8 @@ public final class ManagedConnection {
         case .sendPing(let payload)?:
             try? socket.ping(ByteBuffer(bytes: payload))
         case .sendMessage?:
-            if let message = delegate?.managedConnectionHeartbeatMessage(self) {
-                try? socket.send(message, kind: .text)
+            if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
+                try? socket.send(message, kind: kind)
             }
         case .declareDead?:
             drive(lifecycle.heartbeatFailed())
@@ -329,12 +410,14 @@ public final class ManagedConnection {
     fileprivate func socketOpened(_ info: WebSocketOpenInfo) {
         guard !ignoringSocket else { return }
         openInfo = info
+        recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
         if let channel = socket.currentChannel {
             // What waited for the open goes after what on_open sends: held until the
             // handlers ran, while their sends go straight out. With nothing waiting,
-            // nothing is held and the budget applies as usual.
+            // nothing is held and the budget applies as usual; `ready = "manual"` holds
+            // the queue until ready().
             openingHandlers = !outbound.queue.isEmpty
-            outbound.isHeld = openingHandlers
+            outbound.isHeld = openingHandlers || holding
             outbound.attach(channel)
             if readingPaused { try? channel.syncOptions?.setOption(.autoRead, value: false) }
         }
@@ -343,8 +426,14 @@ public final class ManagedConnection {
 
     fileprivate func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
         guard socket.state == .open else { return .down }
-        guard (try? socket.send(message.data, kind: message.kind)) != nil else {
-            return socket.state == .open ? .unsendable : .down
+        do {
+            try socket.send(message.data, kind: message.kind)
+        } catch where socket.state == .open {
+            // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
+            lastRefusal = error.description
+            return .unsendable
+        } catch {
+            return .down
         }
         heartbeat.didSend(at: .now())
         return .written
@@ -360,17 +449,25 @@ public final class ManagedConnection {
 
     fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         let now = NIODeadline.now()
+        if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
-            delegate?.managedConnection(self, isHeartbeatReply: message) == true {
+            delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
             heartbeat.didReceiveReply(at: now)
+            // An answered probe can bring the next one earlier than the armed timeout.
+            armHeartbeat()
+            return
         } else {
             heartbeat.didReceiveMessage(at: now)
         }
+        recorder?.message(message, kind: kind, outgoing: false)
         delegate?.managedConnection(self, didReceive: message, kind: kind)
     }
 
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
+        recorder?.control("pong", payload: payload, outgoing: false)
         heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+        armHeartbeat()
+        delegate?.managedConnection(self, didReceivePong: payload)
     }
 
     fileprivate func socketFailed(_ error: WebSocketConnectionError) {

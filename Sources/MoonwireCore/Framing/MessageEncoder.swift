@@ -25,9 +25,9 @@ public struct MessageEncoder: Sendable {
     public func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(WebSocketUsageError) -> ByteBuffer {
         switch self.framing {
         case .line:
-            return try Self.terminate(message, with: [UInt8(ascii: "\n")], name: "line", allocator: allocator)
+            return try Self.terminate(message, with: [UInt8(ascii: "\n")], name: "line framing", allocator: allocator)
         case .delimiter(let delimiter, _):
-            return try Self.terminate(message, with: delimiter, name: "message", allocator: allocator)
+            return try Self.terminate(message, with: delimiter, name: "delimiter framing", allocator: allocator)
         case .fixed(let size):
             guard message.readableBytes == size else {
                 throw WebSocketUsageError("fixed framing sends exactly \(size) bytes, got \(message.readableBytes)")
@@ -43,7 +43,7 @@ public struct MessageEncoder: Sendable {
     private static func terminate(_ message: ByteBuffer, with terminator: [UInt8], name: String, allocator: ByteBufferAllocator) throws(WebSocketUsageError) -> ByteBuffer {
         if message.readableBytesView.firstRange(of: terminator) != nil {
             let shown = String(decoding: terminator, as: UTF8.self).debugDescription
-            throw WebSocketUsageError("\(name) contains the delimiter \(shown); it would arrive as two messages")
+            throw WebSocketUsageError("\(name): the message contains the delimiter \(shown); it would arrive as two messages")
         }
         var out = allocator.buffer(capacity: message.readableBytes + terminator.count)
         out.writeImmutableBuffer(message)

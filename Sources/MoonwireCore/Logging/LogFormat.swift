@@ -50,7 +50,8 @@ public enum LogLine {
 
     private static let ansiColor = ["trace": "2", "debug": "2", "info": "32", "notice": "36", "warning": "33", "error": "31", "critical": "1;31"]
 
-    private static func timestamp(_ ts: timespec, utc: Bool) -> String {
+    /// `08:40:36.772` in local time, or `2026-11-23T08:40:36.772Z` in UTC.
+    public static func timestamp(_ ts: timespec, utc: Bool) -> String {
         var seconds = ts.tv_sec
         var parts = tm()
         if utc { gmtime_r(&seconds, &parts) } else { localtime_r(&seconds, &parts) }

@@ -192,16 +192,12 @@ public final class MessageServer {
         case .webSocket:
             let gate = HandshakeGate()
             let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
-            let upgrader = NIOWebSocketServerUpgrader(
-                maxFrameSize: min(self.options.maxMessage, Int(UInt32.max)),
-                automaticErrorHandling: false,
+            let upgrader = WebSocketServerUpgrader(
                 shouldUpgrade: { channel, head in
                     channel.eventLoop.makeSucceededFuture(bound.value.shouldUpgrade(head, gate: gate))
                 },
-                upgradePipelineHandler: { channel, head in
-                    channel.eventLoop.makeCompletedFuture {
-                        try bound.value.upgraded(channel, head: head, gate: gate)
-                    }
+                onUpgrade: { channel, head in
+                    try bound.value.upgraded(channel, head: head, gate: gate)
                 }
             )
             try pipeline.configureHTTPServerPipeline(
@@ -209,7 +205,7 @@ public final class MessageServer {
                 withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
                 withErrorHandling: true
             )
-            try pipeline.addHandler(HTTPFallbackHandler(gate: gate))
+            try pipeline.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: self.options.handshakeTimeout))
         }
     }
 
@@ -261,9 +257,9 @@ public final class MessageServer {
     /// After the 101 went out: swap the HTTP leftovers for the peer's handler.
     private func upgraded(_ channel: Channel, head: HTTPRequestHead, gate: HandshakeGate) throws {
         let pipeline = channel.pipeline.syncOperations
-        // Frames are written ready-made (and raw bytes around them), below NIO's encoder.
+        // Frames are written ready-made (and raw bytes around them).
         let outlet = RawOutlet()
-        try pipeline.addHandler(outlet, position: .before(try pipeline.handler(type: WebSocketFrameEncoder.self)))
+        try pipeline.addHandler(outlet)
         pipeline.removeHandler(try pipeline.handler(type: HTTPFallbackHandler.self), promise: nil)
         let peer = self.makePeer(channel, path: head.uri, headers: head.headers)
         try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout, outlet: outlet))

@@ -25,6 +25,9 @@ public struct MessageServerOptions: Sendable {
     /// How long to wait for a WebSocket peer's close frame after ours, and for TCP writes to
     /// drain on close, before dropping the connection.
     public var closeTimeout: TimeAmount
+    /// How long a WebSocket client has, from the TCP accept, to finish the TLS handshake
+    /// (`wss://`) and send a complete upgrade request; slower ones are dropped unanswered.
+    public var handshakeTimeout: TimeAmount
     /// The certificate (`certificateFile`, `privateKeyFile`) of `wss://` and `tls://`; with
     /// `caFile`, clients must present a certificate issued by that CA.
     public var tls: TLSOptions
@@ -44,7 +47,7 @@ public struct MessageServerOptions: Sendable {
     }
 
     /// The scripting API's defaults: no subprotocols, 16 MiB messages, no compression,
-    /// line framing, no heartbeat, 5 s close timeout.
+    /// line framing, no heartbeat, 5 s close timeout, 10 s handshake timeout.
     public init(
         protocols: [String] = [],
         maxMessage: Int = 16 * 1024 * 1024,
@@ -52,8 +55,10 @@ public struct MessageServerOptions: Sendable {
         framing: TCPFraming = .line(),
         heartbeat: HeartbeatMonitor.Configuration? = nil,
         closeTimeout: TimeAmount = .seconds(5),
+        handshakeTimeout: TimeAmount = .seconds(10),
         tls: TLSOptions = TLSOptions()
     ) {
+        self.handshakeTimeout = handshakeTimeout
         self.protocols = protocols
         self.maxMessage = maxMessage
         self.compress = compress

@@ -1,8 +1,7 @@
 import NIOCore
 
-/// A write position below NIO's WebSocket frame encoder (which NIO's upgrader installs and
-/// which cannot be removed): ready-made frames and raw bytes written here go straight to
-/// TLS or the socket.
+/// A write position for ready-made frames and raw bytes: what is written here goes straight
+/// to TLS or the socket.
 final class RawOutlet: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer

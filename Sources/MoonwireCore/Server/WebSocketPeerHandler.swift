@@ -1,5 +1,4 @@
 import NIOCore
-import NIOWebSocket
 
 /// What a ``WebSocketPeerHandler`` tells its ``ServerPeer``.
 protocol WebSocketPeerOwner: AnyObject {
@@ -12,25 +11,26 @@ protocol WebSocketPeerOwner: AnyObject {
     func webSocketPeerClosed(_ info: WebSocketCloseInfo)
 }
 
-/// The server side of one upgraded WebSocket: takes the frames NIO's decoder parsed,
-/// enforces what a server must (client frames are masked, known opcodes), assembles
-/// messages with the client's ``WebSocketMessageAssembler`` (continuations, UTF-8,
-/// `max_message`, compression), answers pings and runs the close handshake with
-/// ``WebSocketCloseStateMachine``. Writes go out as ready-made unmasked frames, so NIO's
-/// frame encoder is not in the pipeline and raw bytes can be written around this handler.
+/// The server side of one upgraded WebSocket: parses frames with the client's streaming
+/// ``WebSocketFrameParser`` in the server role (client frames must be masked and are
+/// unmasked as they stream in), assembles messages with the same
+/// ``WebSocketMessageAssembler`` (continuations, fail-fast UTF-8, `max_message`,
+/// compression), answers pings and runs the close handshake with the same
+/// ``WebSocketCloseStateMachine``. Writes go out as ready-made unmasked frames through the
+/// ``RawOutlet``, so raw bytes can be written around this handler.
 ///
 /// Unlike a client, a server closes TCP as soon as the close handshake is over (RFC 6455
 /// §7.1.1), and right after echoing a client's close.
 final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = WebSocketFrame
+    typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private var assembler: WebSocketMessageAssembler
+    private var inbound: WebSocketInbound
     private var closing = WebSocketCloseStateMachine()
     let deflate: PerMessageDeflate?
     private let closeTimeout: TimeAmount
     private weak var owner: WebSocketPeerOwner?
-    /// Where frames are written: below NIO's frame encoder.
+    /// Where frames are written.
     let outlet: RawOutlet
     private var context: ChannelHandlerContext?
     private var discarding = false
@@ -39,7 +39,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
 
     init(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet, owner: WebSocketPeerOwner) {
         self.outlet = outlet
-        self.assembler = WebSocketMessageAssembler(maxMessage: maxMessage, deflate: deflate)
+        self.inbound = WebSocketInbound(role: .server, maxMessage: maxMessage, deflate: deflate)
         self.deflate = deflate
         self.closeTimeout = closeTimeout
         self.owner = owner
@@ -63,67 +63,33 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !self.discarding else { return }
-        let frame = self.unwrapInboundIn(data)
+        var buffer = self.unwrapInboundIn(data)
         self.flushes.readStarted()
-        let action: WebSocketMessageAssembler.Action
-        do {
-            action = try self.assemble(frame)
-        } catch {
-            self.protocolViolation(error)
-            return
-        }
-        switch action {
-        case .none:
-            break
-        case .message(let message, let kind):
-            self.owner?.webSocketPeerReceived(message, kind: kind)
-        case .ping(let payload):
-            self.owner?.webSocketPeerReceivedPing()
-            if case .open = self.closing.state {
-                self.write(WebSocketServerFrame.encode(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
+        while !self.discarding {
+            let action: WebSocketMessageAssembler.Action
+            do {
+                guard let next = try self.inbound.next(&buffer) else { break }
+                action = next
+            } catch {
+                self.protocolViolation(error)
+                break
             }
-        case .pong(let payload):
-            self.owner?.webSocketPeerReceivedPong(payload)
-        case .close(let code, let reason):
-            self.perform(self.closing.peerClosed(code: code, reason: reason))
+            switch action {
+            case .none:
+                break
+            case .message(let message, let kind):
+                self.owner?.webSocketPeerReceived(message, kind: kind)
+            case .ping(let payload):
+                self.owner?.webSocketPeerReceivedPing()
+                if case .open = self.closing.state {
+                    self.write(WebSocketServerFrame.encode(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
+                }
+            case .pong(let payload):
+                self.owner?.webSocketPeerReceivedPong(payload)
+            case .close(let code, let reason):
+                self.perform(self.closing.peerClosed(code: code, reason: reason))
+            }
         }
-    }
-
-    private func assemble(_ frame: WebSocketFrame) throws(WebSocketProtocolViolation) -> WebSocketMessageAssembler.Action {
-        guard let maskKey = frame.maskKey else { throw .protocolError("unmasked frame from client") }
-        let opcode = UInt8(webSocketOpcode: frame.opcode)
-        switch opcode {
-        case 0x0, 0x1, 0x2, 0x8, 0x9, 0xA: break
-        default: throw .protocolError("unknown opcode \(opcode)")
-        }
-        let payload = Self.unmask(frame.data, key: maskKey)
-        let header = WebSocketFrameHeader(
-            fin: frame.fin,
-            rsv1: frame.rsv1,
-            rsv2: frame.rsv2,
-            rsv3: frame.rsv3,
-            opcode: opcode,
-            length: payload.readableBytes
-        )
-        _ = try self.assembler.handle(.header(header))
-        return try self.assembler.handle(.payload(payload, frameComplete: true))
-    }
-
-    /// The payload unmasked into a new buffer in one pass, a word at a time (NIO's
-    /// `unmaskedData` goes a byte at a time: three quarters of a server's time at 64 KiB).
-    static func unmask(_ masked: ByteBuffer, key: WebSocketMaskingKey) -> ByteBuffer {
-        var word: UInt32 = 0
-        withUnsafeMutableBytes(of: &word) { bytes in
-            for i in 0..<4 { bytes[i] = key[key.index(key.startIndex, offsetBy: i)] }
-        }
-        let count = masked.readableBytes
-        var payload = ByteBufferAllocator().buffer(capacity: count)
-        payload.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { dst in
-            masked.withUnsafeReadableBytes { src in WebSocketFrameWriter.mask(src, into: dst, key: word) }
-            return count
-        }
-        return payload
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -134,18 +100,6 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // NIO's frame decoder refuses some frames before they reach channelRead.
-        if let error = error as? NIOWebSocketError, !self.discarding {
-            switch error {
-            case .invalidFrameLength:
-                self.protocolViolation(WebSocketProtocolViolation(code: WebSocketCloseCode.messageTooBig, reason: "message larger than max_message (\(self.assembler.maxMessage) bytes)"))
-            case .fragmentedControlFrame:
-                self.protocolViolation(.protocolError("fragmented control frame"))
-            case .multiByteControlFrameLength:
-                self.protocolViolation(.protocolError("control frame longer than 125 bytes"))
-            }
-            return
-        }
         // Resets and TLS truncation end the transport; channelInactive reports the outcome.
         context.close(promise: nil)
     }
@@ -158,13 +112,19 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         context.fireChannelInactive()
     }
 
+    /// Fails the connection (RFC 6455 §7.1.7): our close frame goes out and, as nothing more
+    /// from the client may be processed, the server ends TCP once it is flushed; the report
+    /// (our code, not clean) follows when the channel goes inactive.
     private func protocolViolation(_ violation: WebSocketProtocolViolation) {
         let action = self.closing.protocolViolation(violation)
         self.discarding = true
         if case .sendClose = action {
             self.owner?.webSocketPeerFailed(violation)
+            self.perform(action)
+            self.closeAfterFlush()
+        } else {
+            self.perform(action)
         }
-        self.perform(action)
     }
 
     // MARK: Outbound

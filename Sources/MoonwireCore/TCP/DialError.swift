@@ -20,18 +20,25 @@ enum DialError {
             return error
         case let error as NIOConnectionError:
             guard let first = error.connectionErrors.first else {
-                return WebSocketConnectionError(step: .dns, message: "cannot resolve host '\(error.host)'")
+                return WebSocketConnectionError(step: .dns, message: "cannot resolve host '\(error.host)' (port \(error.port))")
             }
             return WebSocketConnectionError(step: .connect, message: "\(describe(first.error)) (\(describe(first.target)))")
         case ChannelError.connectTimeout:
             return timedOut(hostPort: hostPort, timeout: timeout)
         case let error as NIOSSLError:
-            return WebSocketConnectionError(step: .tls, message: describe(tls: error))
+            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort))
         case let error as BoringSSLError:
-            return WebSocketConnectionError(step: .tls, message: describe(tls: error))
+            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort))
         default:
             return WebSocketConnectionError(step: .connect, message: describe(error))
         }
+    }
+
+    /// Names the host, and for a refused certificate what usually fixes it.
+    static func tlsMessage(_ reason: String, hostPort: String) -> String {
+        guard reason == "certificate verify failed" else { return "\(reason) for host \(hostPort)" }
+        return "certificate verify failed for host \(hostPort) (self-signed, expired, or not for this host name?"
+            + " trust its issuer with tls = { ca = \"file.pem\" }, or tls = { insecure = true } for testing)"
     }
 
     static func timedOut(hostPort: String, timeout: TimeAmount) -> WebSocketConnectionError {

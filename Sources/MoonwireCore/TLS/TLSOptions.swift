@@ -1,3 +1,4 @@
+import Crypto
 import NIOCore
 import NIOSSL
 
@@ -79,7 +80,7 @@ public struct TLSOptions: Sendable, Hashable {
     /// The SPKI pin of a certificate, as base64.
     public static func spkiPin(of certificate: NIOSSLCertificate) throws -> String {
         let spki = try certificate.extractPublicKey().toSPKIBytes()
-        return BinaryText.base64(SHA256.hash(spki))
+        return BinaryText.base64(Array(SHA256.hash(data: spki)))
     }
 }
 

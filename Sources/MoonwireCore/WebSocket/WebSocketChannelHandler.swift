@@ -7,8 +7,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private var parser: WebSocketFrameParser
-    private var assembler: WebSocketMessageAssembler
+    private var inbound: WebSocketInbound
     private(set) var closing = WebSocketCloseStateMachine()
     private var writer = WebSocketFrameWriter()
     private let deflate: PerMessageDeflate?
@@ -26,8 +25,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
 
     init(connection: WebSocketConnection, options: WebSocketClientOptions, deflate: PerMessageDeflate?) {
         self.connection = connection
-        self.parser = WebSocketFrameParser(maxPayload: options.maxMessage)
-        self.assembler = WebSocketMessageAssembler(maxMessage: options.maxMessage, deflate: deflate)
+        self.inbound = WebSocketInbound(role: .client, maxMessage: options.maxMessage, deflate: deflate)
         self.deflate = deflate
         self.closeTimeout = options.closeTimeout
         self.fragmentSize = options.fragmentSize.map { max(1, $0) }
@@ -50,8 +48,8 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
         while !self.discarding {
             let action: WebSocketMessageAssembler.Action
             do {
-                guard let event = try self.parser.next(&buffer) else { break }
-                action = try self.assembler.handle(event)
+                guard let next = try self.inbound.next(&buffer) else { break }
+                action = next
             } catch {
                 self.protocolViolation(error)
                 break

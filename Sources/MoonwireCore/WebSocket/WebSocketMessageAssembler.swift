@@ -33,6 +33,8 @@ struct WebSocketMessageAssembler {
     }
 
     let maxMessage: Int
+    /// The most a message buffer reserves before its bytes arrive.
+    static let initialReservation = 1 << 20
     private let deflate: PerMessageDeflate?
     private var message: Message = .idle
     private var frame: Frame = .data(fin: true, length: 0)
@@ -114,9 +116,11 @@ struct WebSocketMessageAssembler {
             return try self.finish(chunk, kind: kind)
         }
         if self.buffer == nil {
-            // Sized for this frame, which the header check bounded by max_message.
+            // Sized for this frame (which the header check bounded by max_message), but at
+            // most 1 MiB up front: a peer that claims a long frame and sends little must
+            // not make every connection hold max_message. Longer messages grow by doubling.
             var fresh = ByteBuffer()
-            fresh.reserveCapacity(max(frameLength, chunk.readableBytes))
+            fresh.reserveCapacity(max(min(frameLength, Self.initialReservation), chunk.readableBytes))
             self.buffer = fresh
         }
         var chunk = chunk
@@ -195,5 +199,31 @@ struct WebSocketMessageAssembler {
             throw .invalidPayload("invalid UTF-8 in close reason")
         }
         return .close(code: code, reason: String(buffer: payload))
+    }
+}
+
+/// The inbound half of one WebSocket connection, the same for both roles: bytes in, what
+/// to do out. The role only decides masking in the parser; the channel handlers (client
+/// ``WebSocketChannelHandler``, server ``WebSocketPeerHandler``) loop over ``next(_:)``.
+struct WebSocketInbound {
+    private var parser: WebSocketFrameParser
+    private var assembler: WebSocketMessageAssembler
+
+    init(role: WebSocketRole, maxMessage: Int, deflate: PerMessageDeflate?) {
+        self.parser = WebSocketFrameParser(maxPayload: maxMessage, role: role)
+        self.assembler = WebSocketMessageAssembler(maxMessage: maxMessage, deflate: deflate)
+    }
+
+    var maxMessage: Int { self.assembler.maxMessage }
+
+    /// The next thing to act on from `buffer`, or nil when it needs more bytes. After a
+    /// throw the connection is failed with the violation's code; call no more.
+    mutating func next(_ buffer: inout ByteBuffer) throws(WebSocketProtocolViolation) -> WebSocketMessageAssembler.Action? {
+        while let event = try self.parser.next(&buffer) {
+            let action = try self.assembler.handle(event)
+            if case .none = action { continue }
+            return action
+        }
+        return nil
     }
 }

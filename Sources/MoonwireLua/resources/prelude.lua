@@ -26,6 +26,13 @@ end
 
 -- Coroutines a test runner gave up on (timed out): never resumed again.
 local abandoned = setmetatable({}, { __mode = "k" })
+-- What each waiting coroutine waits in ("c:receive"), for a timeout's message.
+local waiting_in = setmetatable({}, { __mode = "k" })
+
+local function resumed(co, ...)
+  waiting_in[co] = nil
+  return ...
+end
 
 local function resume(co, ...)
   if abandoned[co] then return end
@@ -37,15 +44,28 @@ local function resume(co, ...)
   end
 end
 
+-- The level, as error() counts it from its caller, of the first function from
+-- `level` up that is the user's: frames of moonwire's own Lua (chunks named
+-- "@moonwire/...") and C functions are passed over, so that misuse is blamed
+-- on the user's line even when it is found a few calls deep in here.
+local function user_level(level)
+  while true do
+    local info = debug.getinfo(level + 1, "S")
+    if not info then return level end
+    if info.what ~= "C" and info.source:sub(1, 10) ~= "@moonwire/" then return level end
+    level = level + 1
+  end
+end
+
 local function bad_argument(n, fname, expected, value)
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, type(value)), 3)
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, type(value)), user_level(3))
 end
 
 local function running_coroutine(fname)
   local co, main = coroutine.running()
   if main then
     error(fname .. ": only inside a coroutine (the main chunk, mw.spawn or a test body);"
-      .. " a callback cannot wait, start a coroutine with mw.spawn", 3)
+      .. " a callback cannot wait, start a coroutine with mw.spawn", user_level(3))
   end
   return co
 end
@@ -61,7 +81,8 @@ function mw.sleep(seconds)
   if type(seconds) ~= "number" then bad_argument(1, "mw.sleep", "number", seconds) end
   local co = running_coroutine("mw.sleep")
   host.after(seconds, function() resume(co) end)
-  coroutine.yield()
+  waiting_in[co] = "mw.sleep"
+  resumed(co, coroutine.yield())
 end
 
 mw.after = host.after
@@ -81,7 +102,7 @@ local function without_codec(opts, fname)
   copy.codec = nil
   if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
       or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
-    error(("bad argument #2 to '%s' (opts.codec: { encode = function, decode = function } expected)"):format(fname), 3)
+    error(("bad argument #2 to '%s' (opts.codec: { encode = function, decode = function } expected)"):format(fname), user_level(3))
   end
   return copy, codec
 end
@@ -106,7 +127,7 @@ local function state_lookup(registry, expected)
   return function(obj, fname)
     local st = registry[obj]
     if not st then
-      error(("bad self to '%s' (%s expected, got %s)"):format(fname, expected, type(obj)), 3)
+      error(("bad self to '%s' (%s expected, got %s)"):format(fname, expected, type(obj)), user_level(3))
     end
     return st
   end
@@ -144,37 +165,107 @@ local methods = host.connection_methods
 
 local state_of = state_lookup(conns, "a connection from mw.connect")
 
--- The heartbeat's message (a string or a function) and reply pattern stay on
--- this side; Swift is told only that they exist.
-local function split_heartbeat(hb, fname, argn)
+-- Why `p` is not a valid Lua pattern, or nil. Matching it against a string
+-- would find only the errors the match happens to reach, so the pattern is
+-- read the way lstrlib.c reads it.
+local function pattern_error(p)
+  local i, n, open = 1, #p, 0
+  local byte = string.byte
+  while i <= n do
+    local c = byte(p, i)
+    if c == 37 then -- %
+      if i == n then return "malformed pattern (ends with '%')" end
+      local d = byte(p, i + 1)
+      if d == 98 then -- %b
+        if i + 3 > n then return "missing arguments to '%b'" end
+        i = i + 4
+      elseif d == 102 then -- %f
+        if byte(p, i + 2) ~= 91 then return "missing '[' after '%f' in pattern" end
+        i = i + 2
+      else
+        i = i + 2
+      end
+    elseif c == 91 then -- [
+      local j = i + 1
+      if byte(p, j) == 94 then j = j + 1 end
+      repeat
+        if j > n then return "malformed pattern (missing ']')" end
+        local e = byte(p, j)
+        j = j + 1
+        if e == 37 then j = j + 1 end
+      until byte(p, j) == 93
+      i = j + 1
+    elseif c == 40 then
+      open = open + 1
+      i = i + 1
+    elseif c == 41 then
+      if open == 0 then return "invalid pattern capture" end
+      open = open - 1
+      i = i + 1
+    else
+      i = i + 1
+    end
+  end
+  if open > 0 then return "unfinished capture" end
+  local ok, err = pcall(string.find, "", p)
+  if not ok then return (tostring(err):gsub("^.-: ", "")) end
+end
+
+-- The heartbeat's message (a string or a function), reply (a pattern or a
+-- function) and kind stay on this side; Swift is told only that they exist.
+-- `where` names the table in errors ("opts.heartbeat" for mw.connect).
+local KINDS = { text = true, binary = true }
+local function split_heartbeat(hb, fname, argn, where)
   if type(hb) ~= "table" then return hb end
+  local function bad(key, what)
+    error(("bad argument #%d to '%s' (%s.%s: %s)"):format(argn, fname, where, key, what), user_level(2))
+  end
   local copy = {}
   for k, v in pairs(hb) do copy[k] = v end
-  local message, reply = hb.message, hb.reply
+  local message, reply, kind = hb.message, hb.reply, hb.kind
   if message ~= nil then
     if type(message) ~= "string" and type(message) ~= "function" then
-      error(("bad argument #%d to '%s' (heartbeat.message: string or function expected, got %s)")
-        :format(argn, fname, type(message)), 3)
+      bad("message", "string or function expected, got " .. type(message))
     end
     copy.message = true
   end
   if reply ~= nil then
-    if type(reply) ~= "string" then
-      error(("bad argument #%d to '%s' (heartbeat.reply: pattern expected, got %s)"):format(argn, fname, type(reply)), 3)
+    if type(reply) == "string" then
+      local err = pattern_error(reply)
+      if err then bad("reply", "bad Lua pattern " .. ("%q"):format(reply) .. ": " .. err) end
+    elseif type(reply) ~= "function" then
+      bad("reply", "Lua pattern or function expected, got " .. type(reply))
     end
     copy.reply = true
   end
-  return copy, message, reply
+  if kind ~= nil then
+    if not KINDS[kind] then bad("kind", '"text" or "binary" expected, got ' .. (type(kind) == "string" and ("%q"):format(kind) or type(kind))) end
+    copy.kind = nil
+  end
+  return copy, message, reply, kind
+end
+
+-- opts.kind: what c:send uses without a kind; nil is "auto".
+local function split_kind(opts, fname)
+  local kind = opts.kind
+  if kind == nil or kind == "auto" then return nil end
+  if not KINDS[kind] then
+    error(("bad argument #2 to '%s' (opts.kind: \"auto\", \"text\" or \"binary\" expected, got %s)")
+      :format(fname, type(kind) == "string" and ("%q"):format(kind) or type(kind)), user_level(3))
+  end
+  return kind
 end
 
 function mw.connect(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
-  local codec, hb_message, hb_reply, framer
+  local codec, hb_message, hb_reply, hb_kind, framer, kind
   if opts then
     local copy
     copy, codec = without_codec(opts, "mw.connect")
-    copy.heartbeat, hb_message, hb_reply = split_heartbeat(copy.heartbeat, "mw.connect", 2)
+    copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
+    kind = split_kind(copy, "mw.connect")
+    copy.kind = nil
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
     end
@@ -182,39 +273,52 @@ function mw.connect(url, opts)
   end
   local c = host.connect(url, opts)
   conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
-               on_reconnect = NONE, on_drain = NONE, waiters = NONE, inbox = NONE, final = false, hb_message = hb_message, hb_reply = hb_reply,
-               framer = framer }
+               on_reconnect = NONE, on_drain = NONE, on_ready = NONE, waiters = NONE, inbox = NONE, final = false,
+               hb_message = hb_message, hb_reply = hb_reply, framer = framer, kind = kind, hb_kind = hb_kind }
   return c
 end
 
 local raw_heartbeat = methods.heartbeat
 function methods.heartbeat(self, opts)
   local st = state_of(self, "c:heartbeat")
-  local copy, message, reply = split_heartbeat(opts, "c:heartbeat", 1)
+  local copy, message, reply, kind = split_heartbeat(opts, "c:heartbeat", 1, "opts")
   raw_heartbeat(self, copy)
-  st.hb_message, st.hb_reply = message, reply
+  st.hb_message, st.hb_reply, st.hb_kind = message, reply, kind
 end
 
-define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "drain" }, state_of)
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "drain", "ready" }, state_of)
 
-local raw_send = methods.send
-function methods.send(self, data, kind)
-  local st = state_of(self, "c:send")
+-- c:reconnect() brings a closed connection back: receive and wait_open wait again.
+local raw_reconnect = methods.reconnect
+function methods.reconnect(self, ...)
+  local st = state_of(self, "c:reconnect")
+  raw_reconnect(self, ...)
+  if select("#", ...) == 0 then st.final = false end
+end
+
+-- `data` through the connection's codec, if it encodes; errors at the caller of `fname`.
+local function encode_message(st, data, fname)
   local codec = st.codec
   if codec and codec.encode then
     data = codec.encode(data)
     if type(data) ~= "string" then
-      error("c:send: the codec's encode returned a " .. type(data) .. ", not a string", 2)
+      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(2))
     end
   end
-  return raw_send(self, data, kind)
+  return data
+end
+
+local raw_send = methods.send
+function methods.send(self, data, kind)
+  local st = state_of(self, "c:send")
+  return raw_send(self, encode_message(st, data, "c:send"), kind or st.kind)
 end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until
 -- `timeout` seconds passed (then returns nil, "timeout").
 local function wait(st, fname, kind, timeout, match)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
-    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), 3)
+    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), user_level(3))
   end
   local waiter = { co = running_coroutine(fname), kind = kind, match = match }
   append(st, "waiters", waiter)
@@ -229,7 +333,8 @@ local function wait(st, fname, kind, timeout, match)
       end
     end)
   end
-  return coroutine.yield()
+  waiting_in[waiter.co] = fname
+  return resumed(waiter.co, coroutine.yield())
 end
 
 -- Wakes the waiters `pick` chooses (called with each waiter, in order), after
@@ -253,7 +358,38 @@ local function is_kind(kind)
 end
 
 local function is_data_waiter(w)
-  return w.kind == "receive" or w.kind == "request"
+  return w.kind == "receive" or w.kind == "request" or w.kind == "expect"
+end
+
+-- Is every key of `want` in `got` with an equal value (tables compared the same way)?
+local function contains(got, want)
+  if type(got) ~= "table" then return false end
+  for k, v in pairs(want) do
+    local g = got[k]
+    if type(v) == "table" and getmetatable(v) == nil then
+      if not contains(g, v) then return false end
+    elseif g ~= v then
+      return false
+    end
+  end
+  return true
+end
+
+-- The match of c:request and c:expect: a function(msg) -> truthy, a Lua
+-- pattern (for string messages), or a table that must be a subset of the
+-- decoded message.
+local function matcher(match, argn, fname)
+  local t = type(match)
+  if t == "function" then return match end
+  if t == "string" then
+    local err = pattern_error(match)
+    if err then error(("bad argument #%d to '%s' (bad Lua pattern %q: %s)"):format(argn, fname, match, err), 3) end
+    return function(msg) return type(msg) == "string" and msg:find(match) ~= nil end
+  end
+  if t == "table" then
+    return function(msg) return contains(msg, match) end
+  end
+  error(("bad argument #%d to '%s' (function, Lua pattern or table expected, got %s)"):format(argn, fname, t), user_level(3))
 end
 
 -- The inbox: a queue with head and tail indexes (table.remove(t, 1) would move
@@ -304,25 +440,71 @@ function methods.drain(self, timeout)
   return wait(st, "c:drain", "drain", timeout)
 end
 
+-- ready = "manual": c:send_now(data [, kind]) passes the held queue (the
+-- application's handshake), c:ready() releases it in order and runs on_ready;
+-- the state is then "ready" until the connection closes.
+local raw_send_now, raw_ready, raw_state = methods.send_now, methods.ready, methods.state
+function methods.send_now(self, data, kind)
+  local st = state_of(self, "c:send_now")
+  return raw_send_now(self, encode_message(st, data, "c:send_now"), kind or st.kind)
+end
+
+function methods.ready(self)
+  local st = state_of(self, "c:ready")
+  if not raw_ready(self) then return false end
+  st.released = true
+  for _, handler in ipairs(st.on_ready) do handler(self) end
+  return true
+end
+
+function methods.state(self)
+  local st = state_of(self, "c:state")
+  local state = raw_state(self)
+  if state == "open" and st.released then return "ready" end
+  return state
+end
+
 function methods.wait_open(self, timeout)
   local st = state_of(self, "c:wait_open")
-  if self:state() == "open" then return true end
+  local state = self:state()
+  if state == "open" or state == "ready" then return true end
   if st.final then return nil, st.last_error or "closed" end
   return wait(st, "c:wait_open", "open", timeout)
 end
 
+-- Coroutines started by mw.rate, with the time they were meant to start: their
+-- first request's latency counts from then (coordinated omission corrected).
+local intended_start = setmetatable({}, { __mode = "k" })
+
 function methods.request(self, message, match, timeout)
   local st = state_of(self, "c:request")
-  if type(match) == "string" then
-    local pattern = match
-    match = function(reply) return type(reply) == "string" and reply:find(pattern) ~= nil end
-  elseif type(match) ~= "function" then
-    bad_argument(2, "c:request", "function or pattern", match)
-  end
+  match = matcher(match, 2, "c:request")
   running_coroutine("c:request")
+  if message == nil then bad_argument(1, "c:request", "message", message) end
+  local co = coroutine.running()
+  local started = intended_start[co] or host.now()
+  intended_start[co] = nil
   local ok, err = self:send(message)
   if not ok then return nil, err end
-  return wait(st, "c:request", "request", timeout, match)
+  local reply, kind = wait(st, "c:request", "request", timeout, match)
+  if reply ~= nil then host.metric_observe(host.request_latency, host.now() - started) end
+  return reply, kind
+end
+
+-- Waits for the next inbound message that `match` accepts, without sending;
+-- the message goes to this waiter instead of receive or on_message.
+function methods.expect(self, match, timeout)
+  local st = state_of(self, "c:expect")
+  match = matcher(match, 1, "c:expect")
+  -- A message that arrived before (kept in the inbox, no on_message handler) counts.
+  for i, entry in ipairs(st.inbox) do
+    if match(entry[1]) then
+      table.remove(st.inbox, i)
+      return entry[1], entry[2]
+    end
+  end
+  if st.final then return nil, "closed" end
+  return wait(st, "c:expect", "expect", timeout, match)
 end
 
 local events = {}
@@ -338,11 +520,17 @@ function events.message(c, message, kind)
   local st = conns[c]
   if not st then return end
   local codec = st.codec
-  if codec and codec.decode then message = codec.decode(message, kind) end
+  if st.decoded_raw ~= nil then
+    -- Decoded already, to match it against heartbeat.reply.
+    if st.decoded_raw == message then message = st.decoded else message = codec.decode(message, kind) end
+    st.decoded_raw, st.decoded = nil, nil
+  elseif codec and codec.decode then
+    message = codec.decode(message, kind)
+  end
   if st.waiters[1] then
     local received = false
     local taken = wake(st, function(w)
-      if w.kind == "request" then return w.match(message) and true or false end
+      if w.match then return w.match(message) and true or false end
       if w.kind == "receive" and not received then
         received = true
         return true
@@ -371,6 +559,7 @@ end
 function events.close(c, code, reason, info)
   local st = conns[c]
   if not st then return end
+  st.released = nil
   if not info.will_reconnect then st.final = true end
   for _, handler in ipairs(st.on_close) do handler(c, code, reason, info) end
   wake(st, is_data_waiter, nil, "closed")
@@ -409,7 +598,8 @@ function events.heartbeat_message(c)
   if type(message) ~= "string" then
     error("heartbeat.message: the function returned a " .. type(message) .. ", not a string", 0)
   end
-  return message
+  local kind = st.hb_kind or st.kind or (utf8.len(message) and "text" or "binary")
+  return message, kind
 end
 
 -- A framing function: fn(buffer) -> message, consumed | nil.
@@ -424,9 +614,26 @@ function events.frame(c, buffer)
   return message, consumed
 end
 
-function events.heartbeat_reply(c, message)
+-- Does this message answer the heartbeat? A pattern is matched against the
+-- message as received, a function is called with it decoded (the decoded
+-- message is kept for events.message, which follows for a message that is not
+-- a reply: decoded once). A reply is consumed: no handler or waiter sees it.
+function events.heartbeat_reply(c, message, kind)
   local st = conns[c]
-  return st ~= nil and st.hb_reply ~= nil and message:find(st.hb_reply) ~= nil
+  local reply = st and st.hb_reply
+  if reply == nil then return false end
+  if type(reply) == "string" then return message:find(reply) ~= nil end
+  local decoded = message
+  local codec = st.codec
+  if codec and codec.decode then
+    decoded = codec.decode(message, kind)
+    st.decoded_raw, st.decoded = message, decoded
+  end
+  if reply(decoded) then
+    st.decoded_raw, st.decoded = nil, nil
+    return true
+  end
+  return false
 end
 
 -- Servers -------------------------------------------------------------------
@@ -466,7 +673,7 @@ local function encode_for(st, data, fname)
   if codec and codec.encode then
     data = codec.encode(data)
     if type(data) ~= "string" then
-      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", 3)
+      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(3))
     end
   end
   return data
@@ -542,41 +749,47 @@ function server_events.drain(s, peer)
   wake(pst, is_kind("drain"), true)
 end
 
+local inspect = host.inspect_module()
+mw.inspect = inspect.inspect
+mw.hexdump = inspect.hexdump
+
+-- One log line from any values: a format string with % directives and its
+-- arguments go through string.format; otherwise the values are joined by
+-- spaces, strings as they are, tables through mw.inspect.
+local function log_text(name, n, first, ...)
+  if type(first) == "string" and n > 1 and first:find("%%[^%%]") then
+    local ok, message = pcall(string.format, first, ...)
+    if not ok then error(name .. ": " .. message, 3) end
+    return message
+  end
+  local parts = { first, ... }
+  for i = 1, n do
+    local v = parts[i]
+    if type(v) == "table" then parts[i] = inspect.inspect(v) else parts[i] = tostring(v) end
+  end
+  return table.concat(parts, " ", 1, n)
+end
+
 local function logger(level)
   local name = "mw.log." .. level
-  return function(fmt, ...)
-    local ok, message = pcall(string.format, fmt, ...)
-    if not ok then error(name .. ": " .. message, 2) end
-    host.log(level, message)
+  return function(...)
+    host.log(level, log_text(name, select("#", ...), ...))
   end
 end
 
-mw.log = {
+-- mw.log(...) logs at info; mw.log.debug/info/warn/error(...) at that level.
+mw.log = setmetatable({
   debug = logger("debug"),
   info = logger("info"),
   warn = logger("warn"),
   error = logger("error"),
-}
+}, {
+  __call = function(_, ...) host.log("info", log_text("mw.log", select("#", ...), ...)) end,
+})
 
--- A private cjson instance, so a script's own settings on require "cjson"
--- do not change how mw.json behaves.
-local cjson = require("cjson").new()
-
-mw.json = {
-  null = cjson.null,
-  encode = function(value)
-    local ok, text = pcall(cjson.encode, value)
-    if not ok then error("mw.json.encode: " .. text, 2) end
-    return text
-  end,
-  -- Malformed JSON usually comes from the peer, so it is nil, err, not an error.
-  decode = function(text)
-    if type(text) ~= "string" then bad_argument(1, "mw.json.decode", "string", text) end
-    local ok, value = pcall(cjson.decode, text)
-    if ok then return value end
-    return nil, value
-  end,
-}
+-- JSON that keeps integers exact and arrays apart from objects (json.lua says
+-- why not lua-cjson).
+mw.json = host.json_module()
 
 -- Lua's own print writes each argument, the tabs and the newline separately;
 -- workers (run --workers) share the process's stdout, so their lines could mix
@@ -587,6 +800,277 @@ function print(...)
   local parts = { ... }
   for i = 1, n do parts[i] = tostring(parts[i]) end
   write_line(concat(parts, "\t", 1, n))
+end
+
+-- Metrics -------------------------------------------------------------------
+--
+-- A metric is a table holding its index in the runtime's registry; recording
+-- a value is one call into Swift with that index. Names and tags follow the
+-- Prometheus rules (checked in Swift).
+
+local metric_register, metric_add, metric_set, metric_change, metric_observe =
+  host.metric_register, host.metric_add, host.metric_set, host.metric_change, host.metric_observe
+local now = host.now
+
+local counter_methods = {}
+counter_methods.__index = counter_methods
+function counter_methods:add(n) metric_add(self.id, n) end
+counter_methods.inc = counter_methods.add
+
+local gauge_methods = {}
+gauge_methods.__index = gauge_methods
+function gauge_methods:set(v) metric_set(self.id, v) end
+function gauge_methods:add(d) metric_change(self.id, d) end
+function gauge_methods:inc() metric_change(self.id, 1) end
+function gauge_methods:dec() metric_change(self.id, -1) end
+
+local timing_methods = {}
+timing_methods.__index = timing_methods
+-- Records the seconds since start() and returns them.
+function timing_methods:stop()
+  local seconds = now() - self.started
+  metric_observe(self.id, seconds)
+  return seconds
+end
+
+local histogram_methods = {}
+histogram_methods.__index = histogram_methods
+function histogram_methods:observe(v) metric_observe(self.id, v) end
+function histogram_methods:start() return setmetatable({ id = self.id, started = now() }, timing_methods) end
+
+-- mw.metrics.<fname>(name [, tags]): a metric of `kind` with `methods`.
+local function metric_constructor(fname, kind, methods)
+  fname = "mw.metrics." .. fname
+  return function(name, tags)
+    if type(name) ~= "string" then bad_argument(1, fname, "string", name) end
+    if tags ~= nil and type(tags) ~= "table" then bad_argument(2, fname, "table", tags) end
+    return setmetatable({ id = metric_register(kind, name, tags), name = name }, methods)
+  end
+end
+
+mw.metrics = {
+  counter = metric_constructor("counter", "counter", counter_methods),
+  gauge = metric_constructor("gauge", "gauge", gauge_methods),
+  histogram = metric_constructor("histogram", "histogram", histogram_methods),
+  -- A timer is a histogram of seconds: local t = m:start() ... t:stop().
+  timer = metric_constructor("timer", "histogram", histogram_methods),
+}
+
+-- { ["metric:stat"] = "< 0.05" | { "< 0.05", "> 0" }, ... }
+function mw.thresholds(list)
+  if type(list) ~= "table" then bad_argument(1, "mw.thresholds", "table", list) end
+  for key, conditions in pairs(list) do
+    if type(key) ~= "string" then error("mw.thresholds: keys are 'metric:statistic' strings", 2) end
+    if type(conditions) ~= "table" then conditions = { conditions } end
+    for _, condition in ipairs(conditions) do
+      if type(condition) ~= "string" then
+        error(("mw.thresholds: '%s': a condition such as '< 0.05' expected, got %s"):format(key, type(condition)), 2)
+      end
+      host.threshold(key, condition)
+    end
+  end
+end
+
+-- Load models ----------------------------------------------------------------
+
+local shard, shards = host.shard_index, host.shard_count
+mw.shard = { index = shard, count = shards }
+
+local function check_number(fname, key, value, min)
+  if type(value) ~= "number" or value < min then
+    error(("%s: %s: a number of at least %s expected, got %s"):format(fname, key, min, tostring(value)), 3)
+  end
+end
+
+-- A coroutine running body(...), then after_run(), whether body returned or
+-- raised; an error is then reported as uncaught, with body's traceback.
+local function run_guarded(body, after_run)
+  return coroutine.create(function(...)
+    local ok, err = xpcall(body, debug.traceback, ...)
+    after_run()
+    if not ok then
+      if err == EXIT then error(EXIT, 0) end
+      host.uncaught(describe(err))
+    end
+  end)
+end
+
+-- The running coroutine, or nil on the main stack (a callback): mw.rate and
+-- mw.vus wait for their calls to end only where waiting is possible.
+local function waiter_for()
+  local co, main = coroutine.running()
+  if not main then return co end
+end
+
+local PENDING_LIMIT = 100000
+
+-- Open model: fn(n) starts at a fixed arrival schedule, however long earlier
+-- calls take; n numbers the starts of the whole schedule (all shards) from 1. Latency counts from the intended start; a start that finds
+-- max_in_flight calls running is counted in missed_starts and, once a call
+-- ends, recorded at the time it waited (coordinated omission corrected).
+function mw.rate(opts)
+  if type(opts) ~= "table" then bad_argument(1, "mw.rate", "table", opts) end
+  local fn = opts.fn
+  if type(fn) ~= "function" then error("mw.rate: fn: function expected, got " .. type(fn), 2) end
+  local stages = opts.stages
+  if stages == nil then
+    stages = { { rate = opts.rate, duration = opts.duration } }
+  elseif type(stages) ~= "table" or #stages == 0 then
+    error("mw.rate: stages: a list of { rate =, duration = } expected", 2)
+  end
+  for _, st in ipairs(stages) do
+    check_number("mw.rate", "rate", st.rate, 0)
+    check_number("mw.rate", "duration", st.duration, 0)
+  end
+  local max_in_flight = opts.max_in_flight or 1000
+  if math.type(max_in_flight) ~= "integer" or max_in_flight < 1 then
+    error("mw.rate: max_in_flight: an integer of at least 1 expected", 2)
+  end
+  local tags = opts.name and { scenario = tostring(opts.name) } or nil
+  local iterations = metric_register("counter", "iterations", tags)
+  local missed = metric_register("counter", "missed_starts", tags)
+  local latency = metric_register("histogram", "iteration_duration", tags)
+  local raw = metric_register("histogram", "iteration_duration_uncorrected", tags)
+  local in_flight_gauge = metric_register("gauge", "in_flight", tags)
+
+  local waiting = waiter_for()
+  local started_at = now()
+  local stage_index, stage_base, in_stage, sequence = 1, started_at, 0, 0
+  -- The intended time of this shard's next start: the global schedule's
+  -- starts numbered i with i % shards == shard - 1, so the shards together
+  -- start exactly what one process would.
+  local function next_start()
+    while true do
+      local st = stages[stage_index]
+      if not st then return nil end
+      local n = math.floor(st.rate * st.duration + 1e-9)
+      if in_stage < n then
+        local t = stage_base + in_stage / st.rate
+        in_stage = in_stage + 1
+        sequence = sequence + 1
+        if (sequence - 1) % shards == shard - 1 then return t, sequence end
+      else
+        stage_base, stage_index, in_stage = stage_base + st.duration, stage_index + 1, 0
+      end
+    end
+  end
+
+  local in_flight, started, missed_count, pending, done = 0, 0, 0, {}, false
+  local function maybe_wake()
+    if done and in_flight == 0 and waiting then
+      local co = waiting
+      waiting = nil
+      resume(co)
+    end
+  end
+  local function start(intended, number)
+    if in_flight >= max_in_flight then
+      metric_add(missed, 1)
+      missed_count = missed_count + 1
+      if #pending < PENDING_LIMIT then pending[#pending + 1] = intended end
+      return
+    end
+    in_flight = in_flight + 1
+    started = started + 1
+    metric_add(iterations, 1)
+    metric_set(in_flight_gauge, in_flight)
+    local actual = now()
+    local co = run_guarded(fn, function()
+      local t = now()
+      metric_observe(latency, t - intended)
+      metric_observe(raw, t - actual)
+      if pending[1] then
+        for i = 1, #pending do metric_observe(latency, t - pending[i]) end
+        pending = {}
+      end
+      in_flight = in_flight - 1
+      metric_set(in_flight_gauge, in_flight)
+      maybe_wake()
+    end)
+    intended_start[co] = intended
+    resume(co, number)
+  end
+
+  local upcoming, number = next_start()
+  local function tick()
+    local t = now()
+    while upcoming and upcoming <= t do
+      start(upcoming, number)
+      upcoming, number = next_start()
+    end
+    if upcoming then
+      host.after(upcoming - t, tick)
+    else
+      done = true
+      maybe_wake()
+    end
+  end
+  tick()
+  if waiting and not (done and in_flight == 0) then coroutine.yield() end
+  waiting = nil
+  return { started = started, missed = missed_count }
+end
+
+-- Closed model: count long-lived sessions (this shard's part of them),
+-- started evenly over ramp seconds. Each calls fn(vu) once, or, with
+-- duration or iterations, again and again, vu (a table with id and
+-- iteration) kept across the calls.
+function mw.vus(opts)
+  if type(opts) ~= "table" then bad_argument(1, "mw.vus", "table", opts) end
+  local fn = opts.fn
+  if type(fn) ~= "function" then error("mw.vus: fn: function expected, got " .. type(fn), 2) end
+  if math.type(opts.count) ~= "integer" or opts.count < 0 then
+    error("mw.vus: count: an integer of at least 0 expected, got " .. tostring(opts.count), 2)
+  end
+  local ramp, duration, max_iterations = opts.ramp or 0, opts.duration, opts.iterations
+  check_number("mw.vus", "ramp", ramp, 0)
+  if duration ~= nil then check_number("mw.vus", "duration", duration, 0) end
+  if max_iterations ~= nil and (math.type(max_iterations) ~= "integer" or max_iterations < 1) then
+    error("mw.vus: iterations: an integer of at least 1 expected", 2)
+  end
+  local tags = opts.name and { scenario = tostring(opts.name) } or nil
+  local active = metric_register("gauge", "vus_active", tags)
+  local iterations = metric_register("counter", "iterations", tags)
+  local latency = metric_register("histogram", "iteration_duration", tags)
+  local count = opts.count
+  local waiting = waiter_for()
+  local started_at = now()
+  local mine, running = 0, 0
+  local function maybe_wake()
+    if running == 0 and mine == 0 and waiting then
+      local co = waiting
+      waiting = nil
+      resume(co)
+    end
+  end
+  local function session(vu)
+    repeat
+      vu.iteration = vu.iteration + 1
+      metric_add(iterations, 1)
+      local t = now()
+      fn(vu)
+      metric_observe(latency, now() - t)
+    until (duration == nil and max_iterations == nil)
+      or (max_iterations and vu.iteration >= max_iterations)
+      or (duration and now() - started_at >= duration)
+  end
+  for id = 1, count do
+    if (id - 1) % shards == shard - 1 then
+      mine = mine + 1
+      host.after(ramp * (id - 1) / count, function()
+        mine = mine - 1
+        running = running + 1
+        metric_change(active, 1)
+        resume(run_guarded(session, function()
+          running = running - 1
+          metric_change(active, -1)
+          maybe_wake()
+        end), { id = id, iteration = 0 })
+      end)
+    end
+  end
+  if waiting and mine + running > 0 then coroutine.yield() end
+  waiting = nil
 end
 
 package.loaded.moonwire = mw
@@ -610,6 +1094,16 @@ local internal = {
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
+  waiting_in = function(co) return waiting_in[co] end,
+  -- A test is over: what it opened hears nothing more (handlers, waiters).
+  detach = function(obj)
+    local st = conns[obj]
+    if st then
+      st.on_open, st.on_message, st.on_close, st.on_error, st.on_reconnect, st.waiters = NONE, NONE, NONE, NONE, NONE, NONE
+    end
+    st = servers[obj]
+    if st then st.on_connect, st.on_message, st.on_close = {}, {}, {} end
+  end,
 }
 
 return mw, start, internal

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Creates (once) the Python venv with `websockets` that echo_websockets.py runs in.
+# Creates (once) the Python venv the test peers run in: `websockets` (echo_websockets.py),
+# `pexpect`, which drives `moonwire connect` and `listen` through a pseudo-terminal,
+# `python-socketio` on `aiohttp` (socketio_server.py), `prometheus-client`, whose
+# text-format parser checks `run --metrics-port`, and `kubernetes-validate`, which checks
+# deploy/kubernetes/ against the Kubernetes schemas.
 # usage: setup_venv.sh [VENV_DIR]   (default /tmp/mwvenv); prints the venv's python path.
 set -euo pipefail
 VENV=${1:-/tmp/mwvenv}
-if ! "$VENV/bin/python" -c 'import websockets' 2>/dev/null; then
-  python3 -m venv "$VENV" >&2
-  "$VENV/bin/pip" install -q --disable-pip-version-check 'websockets>=13' >&2
+if ! "$VENV/bin/python" -c 'import websockets, pexpect, socketio, aiohttp' 2>/dev/null; then
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'websockets>=13' 'pexpect>=4.8' 'python-socketio>=5' aiohttp >&2
+fi
+if ! "$VENV/bin/python" -c 'import prometheus_client, kubernetes_validate' 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'prometheus-client>=0.20' 'kubernetes-validate>=1.30' >&2
 fi
 echo "$VENV/bin/python"

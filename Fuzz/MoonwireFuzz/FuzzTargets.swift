@@ -1,0 +1,206 @@
+// libFuzzer entry points for moonwire's parsers (scripts/fuzz.sh builds and runs them).
+// One executable serves every target; MOONWIRE_FUZZ_TARGET picks which one gets the input.
+// Built only with `MOONWIRE_FUZZ=1 swift build --product moonwire-fuzz
+// -Xswiftc -sanitize=fuzzer,address --scratch-path .build-fuzz` (see Package.swift).
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+@testable import MoonwireCore
+
+/// The targets by name; scripts/fuzz.sh lists them with `--list`.
+let targets: [String: (ByteBuffer) -> Void] = [
+    "ws-client": { WebSocketFuzz.run($0, role: .client, deflate: false) },
+    "ws-server": { WebSocketFuzz.run($0, role: .server, deflate: false) },
+    "ws-client-deflate": { WebSocketFuzz.run($0, role: .client, deflate: true) },
+    "ws-server-deflate": { WebSocketFuzz.run($0, role: .server, deflate: true) },
+    "http-request": { HTTPFuzz.request($0) },
+    "http-response": { HTTPFuzz.response($0) },
+    "tcp-line": { FramingFuzz.run($0, framing: .line(max: 4096)) },
+    "tcp-delimiter": { FramingFuzz.delimiter($0) },
+    "tcp-fixed": { FramingFuzz.fixed($0) },
+    "tcp-length": { FramingFuzz.length($0) },
+]
+
+let selected: (ByteBuffer) -> Void = {
+    let name = ProcessInfo.processInfo.environment["MOONWIRE_FUZZ_TARGET"] ?? ""
+    guard let target = targets[name] else {
+        FileHandle.standardError.write(Data("MOONWIRE_FUZZ_TARGET must be one of: \(targets.keys.sorted().joined(separator: " "))\n".utf8))
+        exit(2)
+    }
+    return target
+}()
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    selected(ByteBuffer(bytes: UnsafeBufferPointer(start: data, count: size)))
+    return 0
+}
+
+@_silgen_name("LLVMFuzzerRunDriver")
+func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+) -> CInt
+
+/// SwiftPM links an executable's `main` to `<module>_main`, so libFuzzer's own main is
+/// not used: this one hands over to libFuzzer's driver.
+@_cdecl("moonwire_fuzz_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc
+    var argv = argv
+    return runFuzzerDriver(&argc, &argv) { data, size in fuzzTestOneInput(data, size) }
+}
+
+/// Splits the input into reads: the first byte seeds the read sizes, so a frame's header,
+/// mask key and payload get cut at every place across runs.
+struct Reads: Sequence, IteratorProtocol {
+    var rest: ByteBuffer
+    var seed: UInt8
+
+    init(_ input: ByteBuffer) {
+        var input = input
+        self.seed = input.readInteger(as: UInt8.self) ?? 0
+        self.rest = input
+    }
+
+    mutating func next() -> ByteBuffer? {
+        guard self.rest.readableBytes > 0 else { return nil }
+        self.seed = self.seed &* 37 &+ 11
+        // About half the reads are 1-16 bytes, the others take all that is left.
+        let size = self.seed & 0x80 == 0 ? Int(self.seed & 0x0F) + 1 : self.rest.readableBytes
+        return self.rest.readSlice(length: Swift.min(size, self.rest.readableBytes))
+    }
+}
+
+/// Frame parser + message assembler (``WebSocketInbound``), as each role's channel handler
+/// drives them: until nil or a violation, then stop (the handler discards the rest).
+enum WebSocketFuzz {
+    static let maxMessage = 64 * 1024
+
+    static func run(_ input: ByteBuffer, role: WebSocketRole, deflate: Bool) {
+        let inflater = deflate ? try! PerMessageDeflate(parameters: PerMessageDeflateParameters()) : nil
+        var inbound = WebSocketInbound(role: role, maxMessage: Self.maxMessage, deflate: inflater)
+        for var read in Reads(input) {
+            do {
+                while let action = try inbound.next(&read) {
+                    switch action {
+                    case .message(let message, let kind):
+                        precondition(message.readableBytes <= Self.maxMessage, "message above max_message")
+                        if kind == .text { precondition(String(validating: message.readableBytesView, as: UTF8.self) != nil, "invalid UTF-8 delivered") }
+                    case .ping(let payload), .pong(let payload):
+                        precondition(payload.readableBytes <= 125, "control payload above 125 bytes")
+                    case .close(let code, _):
+                        if let code { precondition(WebSocketCloseCode.isValidOnWire(code), "invalid close code delivered") }
+                    case .none:
+                        break
+                    }
+                }
+            } catch {
+                precondition([1002, 1007, 1009].contains(error.code), "unexpected close code \(error.code)")
+                return
+            }
+        }
+    }
+}
+
+/// The upgrade handshake through the same NIO pipelines the server and client build.
+enum HTTPFuzz {
+    static func request(_ input: ByteBuffer) {
+        let channel = EmbeddedChannel()
+        let gate = HandshakeGate()
+        let upgrader = WebSocketServerUpgrader(
+            shouldUpgrade: { channel, head in
+                var headers = HTTPHeaders()
+                if let accepted = PerMessageDeflate.serverAccept(head.headers) {
+                    headers.add(name: "Sec-WebSocket-Extensions", value: accepted.response)
+                }
+                return channel.eventLoop.makeSucceededFuture(headers)
+            },
+            onUpgrade: { _, _ in }
+        )
+        try! channel.pipeline.syncOperations.configureHTTPServerPipeline(
+            withPipeliningAssistance: false,
+            withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
+            withErrorHandling: true
+        )
+        try! channel.pipeline.syncOperations.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: .seconds(10)))
+        Self.feed(channel, input)
+    }
+
+    static func response(_ input: ByteBuffer) {
+        let channel = EmbeddedChannel()
+        let upgrader = WebSocketClientUpgrader(protocols: ["chat"], deflateOffer: PerMessageDeflateOffer(), onUpgrade: { _, _, _ in })
+        try! channel.pipeline.syncOperations.addHTTPClientHandlers(
+            leftOverBytesStrategy: .forwardBytes,
+            withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
+        )
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/")
+        head.headers.add(name: "Host", value: "127.0.0.1")
+        try! channel.pipeline.syncOperations.addHandler(WebSocketHandshakeHandler(request: head) { _ in })
+        try? channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        Self.feed(channel, input)
+    }
+
+    private static func feed(_ channel: EmbeddedChannel, _ input: ByteBuffer) {
+        for read in Reads(input) {
+            do {
+                try channel.writeInbound(read)
+            } catch {
+                break
+            }
+        }
+        _ = try? channel.finish(acceptAlreadyClosed: true)
+    }
+}
+
+/// The TCP framing decoders, limits and shapes taken from the input's second byte.
+enum FramingFuzz {
+    static func run(_ input: ByteBuffer, framing: TCPFraming) {
+        var decoder = framing.makeDecoder()
+        let max = Self.max(framing)
+        for var read in Reads(input) {
+            do {
+                while let message = try decoder.decode(&read) {
+                    if let max { precondition(message.readableBytes <= max, "message above max") }
+                }
+            } catch {
+                return
+            }
+        }
+    }
+
+    static func delimiter(_ input: ByteBuffer) {
+        var input = input
+        let shape = input.readInteger(as: UInt8.self) ?? 0
+        let delimiter: [UInt8] = shape & 1 == 0 ? [0] : [0x0D, 0x0A, 0x2E]
+        Self.run(input, framing: .delimiter(delimiter, max: Int(shape >> 1) + 1))
+    }
+
+    static func fixed(_ input: ByteBuffer) {
+        var input = input
+        let size = Int(input.readInteger(as: UInt8.self) ?? 1) + 1
+        Self.run(input, framing: .fixed(size))
+    }
+
+    static func length(_ input: ByteBuffer) {
+        var input = input
+        let shape = input.readInteger(as: UInt8.self) ?? 0
+        let bytes = [1, 2, 4, 8][Int(shape & 3)]
+        let endian: LengthPrefix.Endian = shape & 4 == 0 ? .big : .little
+        let adjust = Int(shape >> 3 & 7) - 4
+        let prefix = LengthPrefix(bytes: bytes, endian: endian, adjust: adjust, max: 4096)
+        guard (try? prefix.validate()) != nil else { return }
+        Self.run(input, framing: .length(prefix))
+    }
+
+    private static func max(_ framing: TCPFraming) -> Int? {
+        switch framing {
+        case .line(let max), .delimiter(_, let max): return max
+        case .fixed(let size): return size
+        case .length(let prefix): return prefix.max
+        default: return nil
+        }
+    }
+}

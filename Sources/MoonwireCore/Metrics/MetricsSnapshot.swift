@@ -1,0 +1,245 @@
+import Foundation
+import Histogram
+
+/// A histogram as the summary file holds it: its precision and the count of
+/// every bucket that has any, as `[value, count]` pairs. Decoding records each
+/// pair back into a histogram of the same precision, so the buckets, and with
+/// them every percentile, come back exactly; adding decoded histograms is
+/// HdrHistogram's own exact merge.
+public struct EncodedHistogram: Codable, Equatable, Sendable {
+    public var digits: Int
+    public var counts: [[UInt64]]
+
+    init(_ histogram: Histogram<UInt64>) {
+        digits = Int(histogram.numberOfSignificantValueDigits.rawValue)
+        counts = histogram.recordedValues().map { [$0.value, $0.count] }
+    }
+
+    public func decode() -> Histogram<UInt64> {
+        var h = Histogram<UInt64>(numberOfSignificantValueDigits: SignificantDigits(rawValue: Int8(digits)) ?? .three)
+        for pair in counts where pair.count == 2 { _ = h.record(pair[0], count: pair[1]) }
+        return h
+    }
+}
+
+/// Everything one run (or several merged) recorded: what `--summary-json`
+/// writes and `moonwire metrics merge` reads.
+public struct MetricsSnapshot: Codable, Sendable {
+    public struct Metric: Codable, Sendable {
+        public var name: String
+        public var tags: [String: String]
+        public var kind: MetricsRegistry.Kind
+        /// Counter total or gauge value.
+        public var value: Double?
+        /// Gauge: the highest value it had.
+        public var max: Double?
+        public var histogram: EncodedHistogram?
+
+        public var key: MetricKey { MetricKey(name: name, tags: tags) }
+    }
+
+    public static let formatName = "moonwire-metrics"
+    public var format = MetricsSnapshot.formatName
+    public var version = 1
+    /// Seconds the run took (merged: the longest).
+    public var duration: Double
+    /// The shards this holds (empty for a run not split).
+    public var shards: [Shard]
+    public var metrics: [Metric]
+
+    public init(duration: Double, shards: [Shard], metrics: [Metric]) {
+        self.duration = duration
+        self.shards = shards
+        self.metrics = metrics
+    }
+
+    public enum MergeError: Error, CustomStringConvertible {
+        case kindConflict(String)
+        case notASummary(String)
+
+        public var description: String {
+            switch self {
+            case .kindConflict(let name): "metric '\(name)' is a different kind in different files"
+            case .notASummary(let why): why
+            }
+        }
+    }
+
+    /// Several runs as one: counters add, gauges add (their highs too, an upper
+    /// bound), histograms merge bucket by bucket (exact), the duration is the
+    /// longest. Metrics are matched by name and tags.
+    public static func merge(_ parts: [MetricsSnapshot]) throws(MergeError) -> MetricsSnapshot {
+        var order: [MetricKey] = []
+        var merged: [MetricKey: Metric] = [:]
+        var histograms: [MetricKey: Histogram<UInt64>] = [:]
+        for part in parts {
+            for m in part.metrics {
+                let key = m.key
+                guard var existing = merged[key] else {
+                    order.append(key)
+                    merged[key] = m
+                    if let h = m.histogram { histograms[key] = h.decode() }
+                    continue
+                }
+                guard existing.kind == m.kind else { throw .kindConflict(key.display) }
+                switch m.kind {
+                case .counter:
+                    existing.value = (existing.value ?? 0) + (m.value ?? 0)
+                case .gauge:
+                    existing.value = (existing.value ?? 0) + (m.value ?? 0)
+                    existing.max = (existing.max ?? 0) + (m.max ?? 0)
+                case .histogram:
+                    if let h = m.histogram { histograms[key, default: MetricsRegistry.makeHistogram()].add(h.decode()) }
+                }
+                merged[key] = existing
+            }
+        }
+        for (key, h) in histograms { merged[key]?.histogram = EncodedHistogram(h) }
+        return MetricsSnapshot(
+            duration: parts.map(\.duration).max() ?? 0,
+            shards: parts.flatMap(\.shards).sorted { $0.index < $1.index },
+            metrics: order.compactMap { merged[$0] }
+        )
+    }
+
+    public func encoded() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(self)) ?? Data()
+    }
+
+    public static func decode(_ data: Data, from path: String) throws(MergeError) -> MetricsSnapshot {
+        let snapshot: MetricsSnapshot
+        do {
+            snapshot = try JSONDecoder().decode(MetricsSnapshot.self, from: data)
+        } catch {
+            throw .notASummary("\(path): not a moonwire summary file (--summary-json): \(error)")
+        }
+        guard snapshot.format == formatName else { throw .notASummary("\(path): not a moonwire summary file (--summary-json)") }
+        return snapshot
+    }
+}
+
+/// One row of the summary: the statistics of one metric.
+public struct MetricStatistics: Sendable {
+    public let key: MetricKey
+    public let kind: MetricsRegistry.Kind
+    public let count: Double
+    public let rate: Double
+    public let value: Double?
+    public let min: Double?
+    public let max: Double?
+    public let mean: Double?
+    private let histogram: Histogram<UInt64>?
+
+    public init(_ metric: MetricsSnapshot.Metric, duration: Double) {
+        key = metric.key
+        kind = metric.kind
+        let h = metric.histogram?.decode()
+        histogram = h
+        let per = duration > 0 ? duration : 1
+        switch metric.kind {
+        case .counter:
+            count = metric.value ?? 0
+            value = metric.value
+            min = nil
+            max = nil
+            mean = nil
+        case .gauge:
+            count = metric.value ?? 0
+            value = metric.value
+            min = nil
+            max = metric.max
+            mean = nil
+        case .histogram:
+            let scale = MetricsRegistry.histogramScale
+            let n = Double(h?.totalCount ?? 0)
+            count = n
+            value = nil
+            min = n > 0 ? Double(h!.min) / scale : nil
+            max = n > 0 ? Double(h!.max) / scale : nil
+            mean = n > 0 ? h!.mean / scale : nil
+        }
+        rate = count / per
+    }
+
+    /// The value at `percentile` (0 to 100), histograms only.
+    public func percentile(_ p: Double) -> Double? {
+        guard let h = histogram, h.totalCount > 0 else { return nil }
+        return Double(h.valueAtPercentile(p)) / MetricsRegistry.histogramScale
+    }
+
+    /// A statistic by its name in a threshold: count, rate, value, min, max,
+    /// avg (mean), pNN (p50, p99, p99.9, ...).
+    public func statistic(_ name: String) -> Double? {
+        switch name {
+        case "count": return count
+        case "rate": return rate
+        case "value": return value ?? count
+        case "min": return min
+        case "max": return max
+        case "avg", "mean": return mean
+        default:
+            guard name.hasPrefix("p"), let p = Double(name.dropFirst()), (0...100).contains(p) else { return nil }
+            return percentile(p)
+        }
+    }
+
+    public static let statisticNames = "count, rate, value, min, max, avg, p50, p90, p95, p99, p99.9 (any pNN)"
+
+    public static func isStatisticName(_ name: String) -> Bool {
+        switch name {
+        case "count", "rate", "value", "min", "max", "avg", "mean": return true
+        default:
+            guard name.hasPrefix("p"), let p = Double(name.dropFirst()) else { return false }
+            return (0...100).contains(p)
+        }
+    }
+}
+
+extension MetricsSnapshot {
+    public func statistics() -> [MetricStatistics] {
+        metrics.sorted { $0.key < $1.key }.map { MetricStatistics($0, duration: duration) }
+    }
+
+    /// The end-of-run table: count, rate, min, p50, p90, p99, p99.9, max per
+    /// metric; times in the unit that reads best (us, ms, s).
+    public func table() -> String {
+        let header = ["metric", "count", "rate/s", "min", "p50", "p90", "p99", "p99.9", "max"]
+        var rows: [[String]] = []
+        for s in statistics() {
+            switch s.kind {
+            case .counter:
+                rows.append([s.key.display, Self.number(s.count), Self.number(s.rate), "", "", "", "", "", ""])
+            case .gauge:
+                rows.append([s.key.display, Self.number(s.count), "", "", "", "", "", "", s.max.map(Self.number) ?? ""])
+            case .histogram:
+                let cells = [s.min, s.percentile(50), s.percentile(90), s.percentile(99), s.percentile(99.9), s.max]
+                rows.append([s.key.display, Self.number(s.count), Self.number(s.rate)] + cells.map { $0.map(Self.seconds) ?? "-" })
+            }
+        }
+        let widths = header.indices.map { i in ([header[i]] + rows.map { $0[i] }).map(\.count).max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            cells.enumerated().map { i, cell in
+                i == 0 ? cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[i] - cell.count) + cell
+            }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        }
+        var out = "run: \(Self.number(duration)) s" + (shards.isEmpty ? "" : ", shards " + shards.map(\.description).joined(separator: " ")) + "\n"
+        out += ([line(header)] + rows.map(line)).joined(separator: "\n")
+        return out + "\n"
+    }
+
+    public static func number(_ v: Double) -> String {
+        if v == v.rounded() && abs(v) < 1e15 { return String(Int64(v)) }
+        return String(format: "%.2f", v)
+    }
+
+    /// A time in seconds, written in us, ms or s.
+    public static func seconds(_ v: Double) -> String {
+        if v == 0 { return "0" }
+        if v < 1e-3 { return String(format: "%.0fus", v * 1e6) }
+        if v < 1 { return String(format: "%.2fms", v * 1e3) }
+        return String(format: "%.3fs", v)
+    }
+}

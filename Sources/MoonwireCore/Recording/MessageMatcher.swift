@@ -1,0 +1,106 @@
+import Foundation
+
+/// How a replay compares a message that came with the recorded one (docs/recording.md).
+/// JSON messages are compared as values: fields named in `ignore` are left out
+/// (`id` anywhere, `user.id` from the top; array indexes are not part of a path),
+/// and `loose` accepts a message that has at least the recorded fields. Anything
+/// else must be the same bytes.
+public struct MessageMatcher: Sendable {
+    public var ignore: [String]
+    public var loose: Bool
+
+    public init(ignore: [String] = [], loose: Bool = false) {
+        self.ignore = ignore
+        self.loose = loose
+    }
+
+    /// nil when `actual` matches `expected`, else the differences, one per line.
+    public func difference(expected: RecordedMessage, actual: [UInt8], kind: WebSocketMessageKind) -> String? {
+        if kind != expected.kind {
+            return "expected a \(Self.name(expected.kind)) message, got a \(Self.name(kind)) one\n" + Self.show(expected.data, actual)
+        }
+        if expected.data == actual { return nil }
+        if kind == .text,
+            let e = try? JSONSerialization.jsonObject(with: Data(expected.data), options: .fragmentsAllowed),
+            let a = try? JSONSerialization.jsonObject(with: Data(actual), options: .fragmentsAllowed) {
+            var lines: [String] = []
+            compare(e, a, path: [], shown: "$", into: &lines)
+            return lines.isEmpty ? nil : lines.joined(separator: "\n")
+        }
+        return Self.show(expected.data, actual)
+    }
+
+    private func ignored(_ path: [String]) -> Bool {
+        guard let last = path.last else { return false }
+        let dotted = path.joined(separator: ".")
+        return ignore.contains { $0.contains(".") ? $0 == dotted : $0 == last }
+    }
+
+    private func compare(_ e: Any, _ a: Any, path: [String], shown: String, into lines: inout [String]) {
+        if let eo = e as? [String: Any], let ao = a as? [String: Any] {
+            for key in eo.keys.sorted() where !ignored(path + [key]) {
+                let where_ = "\(shown).\(key)"
+                guard let av = ao[key] else {
+                    lines.append("\(where_): expected \(Self.json(eo[key]!)), missing")
+                    continue
+                }
+                compare(eo[key]!, av, path: path + [key], shown: where_, into: &lines)
+            }
+            if !loose {
+                for key in ao.keys.sorted() where eo[key] == nil && !ignored(path + [key]) {
+                    lines.append("\(shown).\(key): not expected, got \(Self.json(ao[key]!))")
+                }
+            }
+            return
+        }
+        if let ea = e as? [Any], let aa = a as? [Any] {
+            if ea.count != aa.count && !(loose && aa.count > ea.count) {
+                lines.append("\(shown): expected \(ea.count) elements, got \(aa.count)")
+            }
+            for (i, (ev, av)) in zip(ea, aa).enumerated() {
+                compare(ev, av, path: path, shown: "\(shown)[\(i)]", into: &lines)
+            }
+            return
+        }
+        if !Self.same(e, a) {
+            lines.append("\(shown): expected \(Self.json(e)), got \(Self.json(a))")
+        }
+    }
+
+    static func same(_ a: Any, _ b: Any) -> Bool {
+        if a is NSNull || b is NSNull { return a is NSNull && b is NSNull }
+        if let x = a as? String, let y = b as? String { return x == y }
+        if let x = a as? NSNumber, let y = b as? NSNumber {
+            // JSON true and 1 are not the same value.
+            return isBoolean(x) == isBoolean(y) && x == y
+        }
+        return false
+    }
+
+    static func isBoolean(_ n: NSNumber) -> Bool { String(cString: n.objCType) == "c" || String(cString: n.objCType) == "B" }
+
+    static func json(_ value: Any) -> String {
+        if let s = value as? String {
+            var out = ""
+            JSONLine.quote(s, into: &out)
+            return out
+        }
+        if value is NSNull { return "null" }
+        if let data = try? JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys]) {
+            return String(decoding: data, as: UTF8.self)
+        }
+        return "\(value)"
+    }
+
+    static func name(_ kind: WebSocketMessageKind) -> String { kind == .text ? "text" : "binary" }
+
+    /// A message as a diff shows it: text quoted, binary as base64.
+    public static func preview(_ b: [UInt8]) -> String {
+        if let s = String(validating: b, as: UTF8.self) { return json(s) }
+        return "base64:" + BinaryText.base64(b)
+    }
+
+    static func show(_ expected: [UInt8], _ actual: [UInt8]) -> String {
+        "expected \(preview(expected))\n     got \(preview(actual))"
+    }
+}

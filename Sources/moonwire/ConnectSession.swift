@@ -1,0 +1,286 @@
+import Foundation
+import MoonwireCore
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `connect` command's connection: input lines to messages and commands, messages
+/// and events to the console. Lives on its event loop; every method runs there.
+final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
+    struct Settings {
+        var execute: [String]
+        var wait: Double?
+        var hexInput: Bool
+        var maxFile: Int
+    }
+
+    /// Lines typed or piped before the connection first opens wait, up to this many; so do
+    /// messages while it reconnects (in its send queue).
+    static let queueLimit = 10_000
+    /// Without --wait, the end of input closes once the peer has been quiet this long.
+    static let quietBeforeClose = TimeAmount.seconds(1)
+
+    private let url: TransportURL
+    private let settings: Settings
+    private let printer: SessionPrinter
+    private let connection: ManagedConnection
+    private var done: EventLoopPromise<Int32>?
+    private var opened = false
+    private var everOpened = false
+    private var inputDone = false
+    private var userClosed = false
+    private var interrupted: Int32?
+    private var lastInbound = NIODeadline.now()
+    private var pings: [String: NIODeadline] = [:]
+    /// Input before the first open: commands such as /close make sense only once it is open.
+    private var held: [String] = []
+    private let started = NIODeadline.now()
+
+    /// Must be called on `eventLoop`.
+    init(
+        url: TransportURL, configuration: ManagedConnection.Configuration, settings: Settings, printer: SessionPrinter,
+        recorder: ConnectionRecorder? = nil, eventLoop: EventLoop
+    ) {
+        self.url = url
+        self.settings = settings
+        self.printer = printer
+        connection = ManagedConnection(url: url, configuration: configuration, eventLoop: eventLoop)
+        connection.recorder = recorder
+        connection.delegate = self
+    }
+
+    private var eventLoop: EventLoop { connection.eventLoop }
+
+    /// Connects and reads input; the future gives the exit code.
+    func start() -> EventLoopFuture<Int32> {
+        let promise = eventLoop.makePromise(of: Int32.self)
+        done = promise
+        printer.event("connecting", "connecting to \(url)")
+        connection.start()
+        printer.console.start(on: eventLoop, onLine: handle, onEnd: inputEnded)
+        return promise.futureResult
+    }
+
+    // MARK: Input
+
+    func handle(_ line: String) {
+        guard everOpened else {
+            guard held.count < Self.queueLimit else {
+                return printer.complaint("not sent: \(Self.queueLimit) lines already wait for the connection to open")
+            }
+            return held.append(line)
+        }
+        switch SessionInput(line) {
+        case .message(let text):
+            if settings.hexInput {
+                sendHex(text)
+            } else {
+                send(Array(text.utf8), binary: false)
+            }
+        case .command(let name, let argument):
+            command(name, argument)
+        }
+    }
+
+    private func command(_ name: String, _ argument: String) {
+        switch name {
+        case "ping":
+            guard url.isWebSocket else { return printer.complaint("/ping: TCP has no ping") }
+            guard argument.utf8.count <= 125 else { return printer.complaint("/ping: a ping payload is at most 125 bytes") }
+            guard connection.ping(ByteBuffer(string: argument)) else { return printer.complaint("/ping: the connection is not open") }
+            pings[argument] = .now()
+            printer.event("ping", argument.isEmpty ? "ping" : "ping \(argument)", direction: .outgoing)
+        case "close":
+            guard let (code, reason) = SessionInput.closeArguments(argument),
+                code == WebSocketCloseCode.normal || (3000...4999).contains(code)
+            else { return printer.complaint("/close: the code must be 1000 or 3000-4999, as in /close 4000 done") }
+            guard reason.utf8.count <= 123 else { return printer.complaint("/close: the reason is at most 123 bytes") }
+            userClosed = true
+            connection.close(code: code, reason: reason)
+        case "binary":
+            sendHex(argument)
+        case "file":
+            sendFile(argument)
+        case "stats":
+            printer.event("stats", statsLine())
+        case "help", "?":
+            printer.event("help", Self.help)
+        default:
+            printer.complaint("unknown command /\(name); /help lists them, // sends a line starting with /")
+        }
+    }
+
+    static let help = """
+        /ping [payload]          send a ping; its pong is shown
+        /close [code [reason]]   close (default 1000) and exit
+        /binary HEX              send a binary message, such as /binary 01ff
+        /file PATH               send a file's bytes as one binary message
+        /stats                   messages, bytes, round-trip time, reconnects
+        /help                    this list
+        //text                   send '/text'
+        Ctrl-D closes with 1000; Ctrl-C closes and exits 130, twice exits at once.
+        """
+
+    private func sendHex(_ text: String) {
+        do {
+            send(try BinaryText.unhex(Array(text.utf8)), binary: true)
+        } catch {
+            printer.complaint("not sent: \(error) in '\(text)'; write bytes as hex, such as 01ff")
+        }
+    }
+
+    private func sendFile(_ path: String) {
+        guard !path.isEmpty else { return printer.complaint("/file: give a path, as in /file payload.bin") }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            return printer.complaint("/file: cannot read '\(path)': \(String(cString: strerror(errno)))")
+        }
+        defer { try? handle.close() }
+        guard let data = try? handle.read(upToCount: settings.maxFile + 1) ?? Data() else {
+            return printer.complaint("/file: cannot read '\(path)'")
+        }
+        guard data.count <= settings.maxFile else {
+            return printer.complaint("/file: '\(path)' is larger than --max-message (\(settings.maxFile) bytes)")
+        }
+        send(Array(data), binary: true)
+    }
+
+    private func send(_ bytes: [UInt8], binary: Bool) {
+        switch connection.send(ByteBuffer(bytes: bytes), kind: binary ? .binary : .text) {
+        case .sent, .queued:
+            printer.message(bytes, binary: binary, direction: .outgoing)
+        case .queueFull:
+            let s = connection.stats
+            printer.complaint("not sent: the send queue is full (\(s.queued) messages, \(s.buffered) bytes wait for the peer)")
+        case .tooLarge:
+            printer.complaint("not sent: the message is larger than the send budget (\(connection.queueBytes) bytes)")
+        case .closed:
+            printer.complaint("not sent: the connection is closed")
+        }
+    }
+
+    private func statsLine() -> String {
+        let s = connection.stats
+        var parts = [
+            "sent \(s.sent) messages (\(s.bytesSent) bytes)",
+            "received \(s.received) (\(s.bytesReceived) bytes)",
+        ]
+        if let rtt = s.lastRTT { parts.append(String(format: "rtt %.3f ms", rtt * 1000)) }
+        if s.reconnects > 0 { parts.append("reconnects \(s.reconnects)") }
+        if s.queued > 0 || s.dropped > 0 { parts.append("queued \(s.queued), dropped \(s.dropped)") }
+        parts.append(String(format: "up %.1f s", Double((NIODeadline.now() - started).nanoseconds) / 1e9))
+        return parts.joined(separator: ", ")
+    }
+
+    /// End of input closes the connection, but only once what was typed before it opened
+    /// has gone out.
+    func inputEnded() {
+        inputDone = true
+        if opened { closeAfterInput() }
+    }
+
+    private func closeAfterInput() {
+        if let wait = settings.wait {
+            eventLoop.scheduleTask(in: .nanoseconds(Int64(min(wait, 1e9) * 1e9))) { self.closeNormally() }
+        } else if printer.console.interactive {
+            closeNormally()
+        } else {
+            closeWhenQuiet()
+        }
+    }
+
+    private func closeWhenQuiet() {
+        let quietUntil = lastInbound + Self.quietBeforeClose
+        if NIODeadline.now() >= quietUntil {
+            closeNormally()
+        } else {
+            eventLoop.scheduleTask(deadline: quietUntil) { self.closeWhenQuiet() }
+        }
+    }
+
+    private func closeNormally() {
+        guard connection.isAlive else { return }
+        connection.close(code: WebSocketCloseCode.normal, reason: "")
+    }
+
+    /// SIGINT or SIGTERM: close normally, then exit 130 or 143.
+    func interrupt(_ signal: Int32) {
+        guard interrupted == nil else { return }
+        interrupted = 128 + signal
+        printer.event("interrupt", "closing (Ctrl-C again to quit at once)")
+        if connection.isAlive {
+            connection.close(code: WebSocketCloseCode.normal, reason: "")
+        } else {
+            finish(128 + signal)
+        }
+    }
+
+    private func finish(_ code: Int32) {
+        done?.succeed(code)
+        done = nil
+    }
+
+    // MARK: Connection events
+
+    func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
+        opened = true
+        lastInbound = .now()
+        let proto = info.subprotocol.map { " (subprotocol \($0))" } ?? ""
+        printer.event("open", (info.reconnects > 0 ? "reconnected to \(url)" : "connected to \(url)") + proto,
+                      fields: [("reconnects", "\(info.reconnects)")])
+        if !everOpened {
+            everOpened = true
+            let waiting = settings.execute + held
+            held = []
+            waiting.forEach(handle)
+        }
+        if inputDone {
+            // The queue is flushed right after this returns; the close comes after it.
+            eventLoop.execute { self.closeAfterInput() }
+        }
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        lastInbound = .now()
+        printer.message(Array(message.readableBytesView), binary: kind == .binary, direction: .incoming)
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer) {
+        let text = String(decoding: payload.readableBytesView, as: UTF8.self)
+        // Pongs of the heartbeat's own pings are not the user's business.
+        guard let sent = pings.removeValue(forKey: text) else { return }
+        let ms = Double((NIODeadline.now() - sent).nanoseconds) / 1e6
+        printer.event("pong", String(format: "pong%@ after %.2f ms", text.isEmpty ? "" : " " + text, ms), direction: .incoming)
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+        let text = everOpened ? "\(error)" : "cannot connect to \(url): \(error)"
+        printer.event("error", text, isError: true)
+    }
+
+    func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
+        let seconds = Double(delay.nanoseconds) / 1e9
+        printer.event("reconnect", String(format: "reconnecting in %.1f s (attempt %d)", seconds, attempt), fields: [("attempt", "\(attempt)")])
+        return ManagedConnection.RetryDecision()
+    }
+
+    func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
+        opened = false
+        pings.removeAll()
+        if everOpened || report.code != WebSocketCloseCode.abnormal {
+            let by = report.by == .network ? "connection lost" : "closed by \(report.by == .local ? "us" : "the peer")"
+            printer.event(
+                "close", "\(by): " + MessageText.describeClose(code: report.code, reason: report.reason),
+                direction: report.by == .peer ? .incoming : report.by == .local ? .outgoing : .local,
+                isError: !(report.code == 1000 || report.code == 1001),
+                fields: [("code", "\(report.code)"), ("reason", LogLine.jsonString(report.reason))]
+            )
+        }
+        guard !report.willReconnect else { return }
+        if let interrupted { return finish(interrupted) }
+        guard everOpened else { return finish(1) }
+        let normal = report.code == WebSocketCloseCode.normal || report.code == WebSocketCloseCode.goingAway
+        finish(normal || (userClosed && report.by == .local && report.clean) ? 0 : 1)
+    }
+}

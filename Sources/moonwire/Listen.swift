@@ -1,0 +1,123 @@
+import ArgumentParser
+import Foundation
+import MoonwireCore
+import MoonwireLua
+import NIOCore
+import NIOPosix
+
+struct Listen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A one-command server: shows peers, sends them input.",
+        discussion: """
+            Peers are numbered from 1 in the order they connect. At a terminal: /to ID \
+            message, /close [ID [code [reason]]], /peers, /help. Ctrl-C closes every peer \
+            with 1001 and exits 130; at a terminal Ctrl-D does the same and exits 0. \
+            When input is a pipe, its end leaves the server running. See docs/cli.md.
+            """
+    )
+
+    /// Accepted as everywhere; hidden so that --help fits one screen.
+    @OptionGroup(visibility: .hidden) var global: GlobalOptions
+
+    @Flag(help: "Send every message back to the peer that sent it.")
+    var echo = false
+
+    @Flag(help: "Send every message on to all the other peers.")
+    var relay = false
+
+    @Option(name: [.short, .long], help: "A subprotocol to accept (repeatable).")
+    var subprotocol: [String] = []
+
+    @Option(help: ArgumentHelp("tcp/tls: line (default), crlf, raw, length:N.", valueName: "framing"))
+    var framing: String?
+
+    @Option(help: ArgumentHelp("Largest message to accept, such as 16M.", valueName: "bytes"))
+    var maxMessage = "16M"
+
+    @Flag(help: "Accept permessage-deflate compression.")
+    var compress = false
+
+    @Option(help: ArgumentHelp("The server's PEM certificate (chain), for wss:// and tls://.", valueName: "file"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("The certificate's PEM private key.", valueName: "file"))
+    var tlsKey: String?
+
+    @Option(help: ArgumentHelp("Hand every event to this Lua file's on_connect, on_message and on_close.", valueName: "file"))
+    var script: String?
+
+    @OptionGroup(title: "Display") var session: SessionOptions
+
+    @Argument(help: "Where to listen: ws://HOST:PORT[/path], tcp://HOST:PORT, or a port (0 picks a free one).")
+    var url: String
+
+    func makeOptions() throws -> (ServerURL, MessageServerOptions) {
+        let text = Int(url).map { "ws://127.0.0.1:\($0)/" } ?? url
+        var target: ServerURL
+        do {
+            target = try ServerURL(text)
+        } catch {
+            throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
+        }
+        let maxBytes = try ArgumentValues.size(maxMessage, flag: "--max-message")
+        var options = MessageServerOptions()
+        options.maxMessage = maxBytes
+        options.protocols = subprotocol
+        options.compress = compress
+        if tlsCert != nil || tlsKey != nil {
+            guard let tlsCert else { throw ValidationError("--tls-key needs --tls-cert, the certificate it belongs to") }
+            target.secure = true
+            options.tls.certificateFile = tlsCert
+            options.tls.privateKeyFile = tlsKey
+        } else if target.secure {
+            throw ValidationError("\(target.scheme):// needs a certificate: add --tls-cert FILE (and --tls-key FILE)")
+        }
+        switch target.kind {
+        case .webSocket:
+            guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+        case .tcp:
+            guard subprotocol.isEmpty, !compress else { throw ValidationError("--subprotocol and --compress are for ws:// URLs") }
+            options.framing = try ArgumentValues.framing(framing ?? "line", max: maxBytes)
+        }
+        return (target, options)
+    }
+
+    func run() throws {
+        let (target, options) = try makeOptions()
+        if let script { return try runScript(script, target) }
+        let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
+        let printer = SessionPrinter(console: console, options: session, kindless: target.kind == .tcp)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let server = ListenSession(
+            settings: .init(echo: echo, relay: relay, hexInput: session.hexInput), printer: printer, eventLoop: loop
+        )
+        let signals = SignalTrap(onSignal: { signal in loop.execute { server.interrupt(signal) } }, beforeExit: console.restoreTerminalNow)
+        let code = try loop.flatSubmit { server.start(target, options: options) }.wait()
+        signals.cancel()
+        console.finish()
+        ProcessEnd.exit(code, parking: [loop])
+    }
+
+    /// `--script`: the server lives in a Lua state, which prints the events and calls the
+    /// file's handlers (Sources/moonwire/resources/listen_script.lua).
+    private func runScript(_ file: String, _ target: ServerURL) throws {
+        try ScriptFile.checkReadable(file)
+        let framingArgument = target.kind == .tcp ? framing ?? "line" : ""
+        let arguments = [
+            target.description, file, echo ? "1" : "", relay ? "1" : "", framingArgument,
+            "\(try ArgumentValues.size(maxMessage, flag: "--max-message"))", subprotocol.joined(separator: ","),
+            compress ? "1" : "", tlsCert ?? "", tlsKey ?? "",
+        ]
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let runtime = ScriptRuntime(
+            eventLoop: group.next(),
+            options: .init(keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1)
+        )
+        let signals = SignalTrap { runtime.shutdown(signal: $0) }
+        let source = String(decoding: PackageResources.listen_script_lua, as: UTF8.self)
+        let code = try runtime.run(source: source, chunkName: "moonwire listen", arguments: arguments).wait()
+        signals.cancel()
+        ProcessEnd.exit(code, parking: [runtime.eventLoop])
+    }
+}

@@ -1,0 +1,110 @@
+import ArgumentParser
+import Foundation
+import MoonwireCore
+import MoonwireLua
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `run`'s options for measured runs: the summary, its file, thresholds,
+/// shards and the live outputs.
+struct MetricsOptions: ParsableArguments {
+    @Flag(help: "At the end, print a table of every metric: count, rate, min, p50, p90, p99, p99.9, max.")
+    var summary = false
+
+    @Option(name: .customLong("summary-json"), help: ArgumentHelp("At the end, write the metrics with their encoded histograms to FILE (for 'moonwire metrics merge').", valueName: "FILE"))
+    var summaryJSON: String?
+
+    @Option(name: .customLong("threshold"), help: ArgumentHelp("A condition checked at the end, such as 'request_latency:p99 < 0.05'; exit 99 when one fails. Repeatable.", valueName: "EXPR"))
+    var thresholdExpressions: [String] = []
+
+    @Option(help: ArgumentHelp("Run shard I of N (1 <= I <= N): this process's part of mw.rate and mw.vus. Default: $MW_SHARD, or $JOB_COMPLETION_INDEX + 1 of $MW_SHARDS.", valueName: "I/N"))
+    var shard: String?
+
+    @Option(name: .customLong("metrics-jsonl"), help: ArgumentHelp("Append a snapshot of the metrics to FILE every second, one JSON object a line.", valueName: "FILE"))
+    var metricsJSONL: String?
+
+    @Option(name: .customLong("metrics-port"), help: ArgumentHelp("Serve the metrics in Prometheus text format on http://127.0.0.1:PORT/metrics during the run (0: any free port, printed on stderr).", valueName: "PORT"))
+    var metricsPort: Int?
+
+    @Option(name: .customLong("metrics-host"), help: ArgumentHelp("The address --metrics-port listens on.", valueName: "ADDRESS"))
+    var metricsHost = "127.0.0.1"
+
+    var thresholds: [Threshold] {
+        thresholdExpressions.compactMap { try? Threshold(expression: $0) }
+    }
+
+    func validate() throws {
+        for expression in thresholdExpressions {
+            do {
+                _ = try Threshold(expression: expression)
+            } catch {
+                throw ValidationError("--threshold: \(error.description)")
+            }
+        }
+        _ = try resolvedShard()
+        if let port = metricsPort, !(0...65535).contains(port) {
+            throw ValidationError("--metrics-port must be 0 to 65535")
+        }
+    }
+
+    /// --shard, else MW_SHARD, else Kubernetes' JOB_COMPLETION_INDEX (from 0) with MW_SHARDS.
+    func resolvedShard(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Shard? {
+        if let text = shard ?? environment["MW_SHARD"] {
+            let from = shard != nil ? "--shard" : "MW_SHARD"
+            guard let parsed = Shard.parse(text) else {
+                throw ValidationError("\(from) '\(text)' is not a shard: write I/N with 1 <= I <= N, such as 2/4")
+            }
+            return parsed
+        }
+        if let index = environment["JOB_COMPLETION_INDEX"] {
+            guard let count = environment["MW_SHARDS"] else {
+                throw ValidationError("JOB_COMPLETION_INDEX is set but MW_SHARDS is not: set MW_SHARDS to the Job's completions")
+            }
+            guard let i = Int(index), let n = Int(count), n >= 1, (0..<n).contains(i) else {
+                throw ValidationError("JOB_COMPLETION_INDEX '\(index)' with MW_SHARDS '\(count)' is not a shard: the index counts from 0 to MW_SHARDS - 1")
+            }
+            return Shard(index: i + 1, count: n)
+        }
+        return nil
+    }
+
+    /// The status line: on a terminal, in a measured run (one asking for a
+    /// summary, thresholds or live metrics), so a bot's own output is left alone.
+    var showsStatus: Bool {
+        isatty(2) != 0 && (summary || summaryJSON != nil || !thresholdExpressions.isEmpty || metricsJSONL != nil || metricsPort != nil)
+    }
+
+    /// Whether anything reads the metrics during the run.
+    var live: Bool { metricsJSONL != nil || metricsPort != nil || showsStatus }
+
+    /// The summary, thresholds and file at the end; returns the exit code:
+    /// the script's when it failed, else 2 for a threshold on a metric the run
+    /// never had, else 99 when a threshold failed, else 0.
+    func finish(_ snapshot: MetricsSnapshot, scriptThresholds: [Threshold], scriptCode: Int32, reportError: (String) -> Void) -> Int32 {
+        if let path = summaryJSON {
+            if !FileManager.default.createFile(atPath: path, contents: snapshot.encoded()) {
+                reportError("--summary-json: cannot write '\(path)'")
+                return scriptCode != 0 ? scriptCode : 1
+            }
+        }
+        var out = ""
+        if summary { out += snapshot.table() }
+        let all = thresholds + scriptThresholds
+        let (lines, passed, unknown) = Threshold.report(all, against: snapshot)
+        if !all.isEmpty { out += "thresholds:\n" + lines.map { "  " + $0 + "\n" }.joined() }
+        if !out.isEmpty {
+            fputs(out, stdout)
+            fflush(stdout)
+        }
+        for t in unknown {
+            let known = Array(Set(snapshot.metrics.map(\.name))).sorted().joined(separator: ", ")
+            reportError("threshold '\(t)': no metric '\(t.metric)' in this run (metrics: \(known))")
+        }
+        if scriptCode != 0 { return scriptCode }
+        if !unknown.isEmpty { return 2 }
+        return passed ? 0 : 99
+    }
+}

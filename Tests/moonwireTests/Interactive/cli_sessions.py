@@ -1,0 +1,468 @@
+"""Drives `moonwire connect` and `moonwire listen` as people and scripts use them: through a
+pseudo-terminal (pexpect) and through pipes, against real servers started here (Python
+websockets, an asyncio TCP server) or against `moonwire listen` itself.
+
+usage: python cli_sessions.py MOONWIRE CASE      (run by InteractiveSessionTests.swift)
+Exits 0 when the case holds; otherwise prints what was expected and what was seen.
+Every wait has a deadline; nothing sleeps for an event that can be awaited.
+"""
+import asyncio
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+import pexpect
+from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
+
+MOONWIRE = sys.argv[1]
+DEADLINE = 30  # seconds: for any single wait (a loaded machine is slow, never this slow)
+HOME = tempfile.mkdtemp(prefix="moonwire-cli-")
+ESC = re.escape
+
+
+def env(**extra):
+    e = dict(os.environ, HOME=HOME, TERM="xterm", COLUMNS="120", LINES="40")
+    e.pop("NO_COLOR", None)
+    e.update(extra)
+    return e
+
+
+class WebSocketServer:
+    """websockets in a thread of its own. Echoes; a few words make it do more. Records the
+    request headers, what it received and how each client closed, as events on a queue."""
+
+    def __init__(self):
+        self.events = queue.Queue()
+        ready = threading.Event()
+
+        async def handler(ws):
+            self.events.put(("headers", {k.lower(): v for k, v in ws.request.headers.raw_items()}))
+            try:
+                async for message in ws:
+                    self.events.put(("message", message))
+                    if message == "__binary__":
+                        await ws.send(b"\x00\x01hello\xff")
+                    elif message == "__json__":
+                        await ws.send('{"a":1,"b":[true,null],"c":{}}')
+                    elif message == "__flood__":
+                        for i in range(5000):
+                            await ws.send(f"flood {i}")
+                    elif message == "__drop__":
+                        ws.transport.abort()
+                    elif message == "__badutf8__":
+                        ws.transport.write(bytes([0x81, 0x02, 0xFF, 0xFE]))  # a text frame that is not UTF-8
+                    elif isinstance(message, str) and message.startswith("__close__ "):
+                        _, code, *reason = message.split(" ")
+                        await ws.close(int(code), " ".join(reason))
+                    else:
+                        await ws.send(message)
+            except ConnectionClosed:
+                pass
+            rcvd = ws.protocol.close_rcvd
+            self.events.put(("close", rcvd.code if rcvd else None, rcvd.reason if rcvd else None))
+
+        async def main():
+            async with serve(handler, "127.0.0.1", 0) as server:
+                self.port = server.sockets[0].getsockname()[1]
+                ready.set()
+                await asyncio.Future()
+
+        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+        assert ready.wait(DEADLINE), "the websockets server did not start"
+        self.url = f"ws://127.0.0.1:{self.port}/"
+
+    def wait_for(self, kind):
+        while True:
+            try:
+                event = self.events.get(timeout=DEADLINE)
+            except queue.Empty:
+                raise AssertionError(f"the server saw no {kind} event in {DEADLINE} s")
+            if event[0] == kind:
+                return event
+
+
+class UppercaseTCPServer:
+    """Line-framed TCP: answers every line with it in capitals."""
+
+    def __init__(self):
+        ready = threading.Event()
+
+        async def handler(reader, writer):
+            while line := await reader.readline():
+                writer.write(line.upper())
+                await writer.drain()
+            writer.close()
+
+        async def main():
+            server = await asyncio.start_server(handler, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+            ready.set()
+            await asyncio.Future()
+
+        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+        assert ready.wait(DEADLINE)
+        self.url = f"tcp://127.0.0.1:{self.port}"
+
+
+def spawn(*args, **extra_env):
+    child = pexpect.spawn(MOONWIRE, list(args), env=env(**extra_env), encoding="utf-8", timeout=DEADLINE, dimensions=(40, 120))
+    child.logfile_read = sys.stdout
+    return child
+
+
+def run(*args, input="", **extra_env):
+    return subprocess.run([MOONWIRE, *args], input=input, capture_output=True, text=True, timeout=DEADLINE, env=env(**extra_env))
+
+
+class Listener:
+    """`moonwire listen ARGS` with pipes, its stdin kept open; `url` is where it listens."""
+
+    def __init__(self, *args):
+        self.process = subprocess.Popen([MOONWIRE, "listen", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env())
+        line = self.process.stderr.readline()
+        found = re.search(r"listening on (\w+://[0-9.:]+/?)", line)
+        if not found:
+            self.process.kill()
+            raise AssertionError(f"listen did not say where it listens: {line!r}")
+        self.url = found.group(1)
+
+    def interrupt(self):
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=DEADLINE)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+def ended(child):
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.exitstatus
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# Coloured markers: `> ` green for sent, `< ` cyan for received.
+SENT = ESC("\x1b[32m>\x1b[0m ")
+RECEIVED = ESC("\x1b[36m<\x1b[0m ")
+
+
+def case_tty_session():
+    server = WebSocketServer()
+    c = spawn("connect", "-H", "X-Test: yes", "--json", server.url)
+    c.expect("connected to")
+    headers = server.wait_for("headers")[1]
+    check(headers.get("x-test") == "yes", f"header not sent: {headers}")
+    c.sendline("hello")
+    c.expect(SENT + "hello")
+    c.expect(RECEIVED + "hello")
+    c.sendline("__binary__")
+    c.expect(RECEIVED + "binary, 8 bytes")
+    c.expect(ESC("00000000  00 01 68 65 6c 6c 6f ff") + r"\s+" + ESC("|..hello.|"))
+    c.sendline("__json__")
+    c.expect(RECEIVED + ESC('{\r\n  "a": 1,\r\n  "b": [\r\n    true,\r\n    null\r\n  ],\r\n  "c": {}\r\n}'))
+    c.sendline("/ping abc")
+    c.expect(r"pong abc after [0-9.]+ ms")
+    c.sendline("/binary zz")
+    c.expect("invalid hex digit")
+    c.sendline("//slash")
+    c.expect(RECEIVED + "/slash")
+    check(server.wait_for("message")[1] == "hello", "the server did not get hello first")
+    c.sendline("/stats")
+    c.expect(r"sent \d+ messages")
+    # A flood faster than the terminal: all of it arrives, in order, and the prompt still works.
+    c.sendline("__flood__")
+    c.expect(RECEIVED + "flood 4999\r\n")
+    c.sendline("after the flood")
+    c.expect(RECEIVED + "after the flood")
+    c.sendcontrol("c")
+    code = server.wait_for("close")
+    check(code[1] == 1000, f"Ctrl-C gave the server {code}, not 1000")
+    status = ended(c)
+    check(status == 130, f"exit status after Ctrl-C: {status}, not 130")
+
+
+def case_tty_close_no_color():
+    server = WebSocketServer()
+    c = spawn("connect", server.url, NO_COLOR="1")
+    c.expect("connected to")
+    c.sendline("plain")
+    c.expect("> plain")
+    c.expect("< plain")
+    c.sendline("/close 4000 bye")
+    code = server.wait_for("close")
+    check(code[1:] == (4000, "bye"), f"the server saw {code}")
+    c.expect(ESC('closed by us: 4000 "bye"'))
+    out = c.before
+    status = ended(c)
+    check("\x1b[3" not in out, f"colours with NO_COLOR: {out!r}")
+    check(status == 0, f"exit status after /close: {status}")
+
+
+def case_tty_second_interrupt():
+    # A server that never answers the close: the second Ctrl-C must not wait for it.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    c = spawn("connect", f"ws://127.0.0.1:{listener.getsockname()[1]}/")
+    c.expect("connecting to")
+    c.sendcontrol("c")
+    c.expect("Ctrl-C again")
+    c.sendcontrol("c")
+    status = ended(c)
+    check(status == 130 or c.signalstatus == signal.SIGINT, f"exit after two Ctrl-C: {status}")
+    listener.close()
+
+
+def case_pipe_session():
+    server = WebSocketServer()
+    r = run("connect", server.url, input="one\ntwo\n")
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    check(r.stdout == "one\ntwo\n", f"stdout {r.stdout!r}")
+    check("\x1b[" not in r.stdout + r.stderr, "colours in a pipe")
+    check("closed by us: 1000" in r.stderr, f"stderr {r.stderr!r}")
+    check(server.wait_for("close")[1] == 1000, "the server did not see 1000")
+
+    r = run("connect", "--jsonl", "-x", "first", server.url, input="__binary__\n")
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    kinds = [(e["direction"], e["kind"]) for e in events]
+    check(("out", "text") in kinds and ("in", "binary") in kinds and ("out", "close") in kinds, f"events {kinds}")
+    received = [e for e in events if e["direction"] == "in" and e["kind"] in ("text", "binary")]
+    check([e["data"] for e in received] == ["first", "000168656c6c6fff"], f"received {received}")
+    check(all("time" in e for e in events), "an event without a time")
+    check(server.wait_for("close")[1] == 1000, "the server did not see 1000")
+
+    # --binary input, --binary-as base64, /file, --timestamps.
+    payload = os.path.join(HOME, "payload.bin")
+    with open(payload, "wb") as f:
+        f.write(b"\x00\xffhi")
+    r = run("connect", "--binary", "--binary-as", "base64", "--timestamps", server.url,
+            input=f"000168656c6c6fff\n/file {payload}\n/file /no/such/file\n")
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    lines = r.stdout.splitlines()
+    check([l[13:] for l in lines] == ["AAFoZWxsb/8=", "AP9oaQ=="], f"stdout {r.stdout!r}")
+    check(all(re.match(r"\d\d:\d\d:\d\d\.\d{3} ", l) for l in lines), f"no timestamps: {lines}")
+    check("/file: cannot read '/no/such/file': No such file or directory" in r.stderr, f"stderr {r.stderr!r}")
+    check(server.wait_for("close")[1] == 1000, "the server did not see 1000")
+
+    r = run("connect", "--jsonl", server.url, input="/close 4000 done\n")
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    close = [json.loads(line) for line in r.stdout.splitlines() if '"close"' in line][0]
+    check((close["code"], close["reason"]) == (4000, "done"), f"close {close}")
+    check(server.wait_for("close")[1:] == (4000, "done"), "the server did not see 4000 done")
+
+
+def case_exit_codes():
+    server = WebSocketServer()
+    r = run("connect", server.url, input="__close__ 4001 go away\n")
+    check(r.returncode == 1, f"4001 from the peer: exit {r.returncode}")
+    check('closed by the peer: 4001 "go away"' in r.stderr, f"stderr {r.stderr!r}")
+    r = run("connect", server.url, input="__close__ 1001 restart\n")
+    check(r.returncode == 0, f"1001 from the peer: exit {r.returncode}: {r.stderr}")
+    r = run("connect", server.url, input="__badutf8__\n")
+    check(r.returncode == 1, f"invalid UTF-8: exit {r.returncode}")
+    check("1007 (invalid payload data)" in r.stderr, f"stderr {r.stderr!r}")
+    r = run("connect", f"ws://127.0.0.1:{free_port()}/")
+    check(r.returncode == 1, f"refused: exit {r.returncode}")
+    check("cannot connect to" in r.stderr and "refused" in r.stderr, f"stderr {r.stderr!r}")
+    for args, words in [
+        (["-H", "novalue", server.url], "-H 'novalue' is not a header"),
+        (["http://127.0.0.1:1/"], "ws://, wss://, tcp:// or tls://"),
+        (["--framing", "bogus", "tcp://127.0.0.1:1"], "--framing 'bogus'"),
+        (["--bogus", server.url], "--bogus"),
+        (["--header"], "--header"),
+    ]:
+        r = run("connect", *args)
+        check(r.returncode == 2, f"{args}: exit {r.returncode}")
+        lines = r.stderr.strip().splitlines()
+        check(len(lines) == 1 and words in lines[0], f"{args}: stderr {r.stderr!r}")
+    help = run("connect", "-h")
+    check(help.returncode == 0 and "--header" in help.stdout, "connect -h is not help")
+    check(run("listen", "-h").returncode == 0, "listen -h is not help")
+    for shell in ("bash", "zsh", "fish"):
+        r = run("--generate-completion-script", shell)
+        check(r.returncode == 0 and "listen" in r.stdout and "subprotocol" in r.stdout, f"{shell} completions: {r.returncode}")
+    for args in (["listen", "wss://127.0.0.1:0"], ["listen", "--tls-key", "k.pem", "9000"], ["listen", "--framing", "line", "ws://127.0.0.1:0"]):
+        r = run(*args)
+        check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, f"{args}: exit {r.returncode} {r.stderr!r}")
+    rows = help.stdout.count("\n")
+    check(rows <= 45, f"connect --help is {rows} lines")
+
+
+def case_tcp_line():
+    server = UppercaseTCPServer()
+    r = run("connect", server.url, input="abc\ndéf\n")
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    check(r.stdout == "ABC\nDéF\n", f"stdout {r.stdout!r}")
+    # length:2 framing, both ways, with moonwire listen --echo as the peer.
+    with Listener("--echo", "--framing", "length:2", "tcp://127.0.0.1:0") as listen:
+        r = run("connect", "--framing", "length:2", "-w", "0.5", listen.url, input="framed\n/binary 00ff\n")
+        check(r.returncode == 0 and r.stdout == "framed\n00ff\n", f"length:2: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        check(listen.interrupt() == 130, "listen did not exit 130")
+
+
+def case_listen_relay():
+    listen = spawn("listen", "--relay", "ws://127.0.0.1:0")
+    listen.expect(r"listening on (ws://[0-9.:]+/)")
+    url = listen.match.group(1)
+    a = spawn("connect", url)
+    a.expect("connected to")
+    listen.expect(ESC("[1] ") + ".*connected from")
+    b = spawn("connect", url, NO_COLOR="1")
+    b.expect("connected to")
+    listen.expect(ESC("[2] ") + ".*connected from")
+    a.sendline("hi from A")
+    listen.expect(ESC("[1] ") + RECEIVED + "hi from A")
+    b.expect("< hi from A")
+    listen.sendline("/to 1 just for A")
+    a.expect(RECEIVED + "just for A")
+    listen.sendline("to everyone")
+    a.expect(RECEIVED + "to everyone")
+    b.expect("< to everyone")
+    listen.sendline("/binary 0102")
+    b.expect("00000000  01 02")
+    listen.sendline("/to 9 nobody")
+    listen.expect("there is no peer 9")
+    listen.sendcontrol("c")
+    a.expect(ESC("closed by the peer: 1001 (going away)"))
+    b.expect(ESC("closed by the peer: 1001 (going away)"))
+    check(ended(a) == 0 and ended(b) == 0, "the clients did not exit 0 after 1001")
+    check(ended(listen) == 130, "listen did not exit 130 after Ctrl-C")
+
+
+def case_tty_listen_end_of_input():
+    listen = spawn("listen", "ws://127.0.0.1:0", NO_COLOR="1")
+    listen.expect(r"listening on (ws://[0-9.:]+/)")
+    a = spawn("connect", listen.match.group(1), NO_COLOR="1")
+    a.expect("connected to")
+    listen.expect(r"\[1\] connected from")
+    listen.sendline("/peers")
+    listen.expect(r"\[1\] 127.0.0.1:\d+ /: received 0, sent 0")
+    listen.sendcontrol("d")
+    a.expect(ESC("closed by the peer: 1001 (going away)"))
+    check(ended(listen) == 0, "listen did not exit 0 after Ctrl-D")
+    check(ended(a) == 0, "connect did not exit 0 after 1001")
+
+
+def case_listen_pipes():
+    # listen with its stdin a pipe that stays open, --echo, TCP line framing; a piped connect.
+    listen = subprocess.Popen([MOONWIRE, "listen", "--echo", "--jsonl", "tcp://127.0.0.1:0"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env())
+    try:
+        first = json.loads(listen.stdout.readline())
+        check(first["kind"] == "listen", f"first event {first}")
+        url = first["url"]
+        r = run("connect", url, input="ping\n")
+        check(r.returncode == 0 and r.stdout == "ping\n", f"echo over TCP: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        seen = []
+        while not any(e["kind"] == "close" for e in seen):
+            seen.append(json.loads(listen.stdout.readline()))
+        kinds = [(e["direction"], e["kind"], e.get("data")) for e in seen]
+        check(("in", "text", "ping") in kinds and ("out", "text", "ping") in kinds, f"events {kinds}")
+        check(all(e.get("peer") == 1 for e in seen), f"peer ids {seen}")
+        listen.send_signal(signal.SIGINT)
+        check(listen.wait(timeout=DEADLINE) == 130, f"listen exit {listen.returncode}")
+    finally:
+        if listen.poll() is None:
+            listen.kill()
+
+
+def case_listen_script():
+    handlers = os.path.join(HOME, "handlers.lua")
+    with open(handlers, "w") as f:
+        f.write(
+            "local server = ...\n"
+            "function on_connect(peer) peer:send('welcome ' .. peer.id) end\n"
+            "function on_message(peer, msg)\n"
+            "  if msg == 'boom' then error('boom') end\n"
+            "  peer:send('got ' .. msg .. ' of ' .. #server:peers())\n"
+            "end\n"
+        )
+    with Listener("--script", handlers, "ws://127.0.0.1:0") as listen:
+        r = run("connect", listen.url, input="ping\n")
+        check(r.returncode == 0 and r.stdout == "welcome 1\ngot ping of 1\n", f"exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        check(listen.process.stdout.readline().startswith("[1] connected from 127.0.0.1:"), "no connect line")
+        check(listen.process.stdout.readline() == "[1] < ping\n", "no message line")
+        # An error in a handler points at the handler's line and ends listen with 1.
+        run("connect", listen.url, input="boom\n")
+        check(listen.process.wait(timeout=DEADLINE) == 1, f"listen exit {listen.process.returncode}")
+        rest = listen.process.stderr.read()
+        check("handlers.lua:4: boom" in rest, f"stderr {rest!r}")
+    # The example in examples/ and docs/cli.md.
+    with Listener("--script", "examples/listen_greeter.lua", "ws://127.0.0.1:0") as listen:
+        r = run("connect", listen.url, input="who\n")
+        check(r.returncode == 0 and r.stdout == "welcome, you are 1\n1 connected\n", f"greeter: {r.stdout!r} {r.stderr!r}")
+        check(listen.interrupt() == 130, "listen did not exit 130")
+
+
+def case_tty_reconnect():
+    server = WebSocketServer()
+    c = spawn("connect", "--reconnect", server.url, NO_COLOR="1")
+    c.expect("connected to")
+    c.sendline("__drop__")
+    c.expect(r"connection lost: 1006")
+    c.expect(r"reconnecting in [0-9.]+ s \(attempt 1\)")
+    c.expect("reconnected to")
+    c.sendline("after")
+    c.expect("< after")
+    c.sendcontrol("d")
+    status = ended(c)
+    check(status == 0, f"exit after Ctrl-D: {status}")
+
+
+def case_tls():
+    # A self-signed certificate for 127.0.0.1: listen serves wss:// with it, connect trusts it with --ca.
+    cert, key = os.path.join(HOME, "cert.pem"), os.path.join(HOME, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=DEADLINE)
+    with Listener("--echo", "--tls-cert", cert, "--tls-key", key, "ws://127.0.0.1:0") as listen:
+        check(listen.url.startswith("wss://"), f"not TLS: {listen.url}")
+        r = run("connect", "--ca", cert, listen.url, input="secret\n")
+        check(r.returncode == 0 and r.stdout == "secret\n", f"--ca: exit {r.returncode} {r.stdout!r} {r.stderr!r}")
+        r = run("connect", listen.url, input="secret\n")
+        check(r.returncode == 1 and "cannot connect to" in r.stderr and "tls" in r.stderr, f"untrusted: {r.returncode} {r.stderr!r}")
+        r = run("connect", "--insecure", listen.url, input="again\n")
+        check(r.returncode == 0 and r.stdout == "again\n", f"--insecure: exit {r.returncode} {r.stderr!r}")
+        check(listen.interrupt() == 130, "listen did not exit 130")
+
+
+def main():
+    name = sys.argv[2]
+    try:
+        globals()["case_" + name]()
+    except (AssertionError, pexpect.ExceptionPexpect, subprocess.TimeoutExpired) as error:
+        print(f"\nFAILED {name}: {error}", flush=True)
+        sys.exit(1)
+    finally:
+        shutil.rmtree(HOME, ignore_errors=True)
+    print(f"\nPASSED {name}", flush=True)
+
+
+main()

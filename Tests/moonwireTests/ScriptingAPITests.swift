@@ -1,0 +1,225 @@
+import Foundation
+import Testing
+
+/// The scripting API over real sockets: heartbeat replies, message kinds, expect,
+/// errors in words and the connection log (issue 15).
+@Suite struct ScriptingAPITests {
+    @Test func heartbeatRepliesNeverReachTheScript() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run("run", "examples/heartbeat_bot.lua", peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "data\t1\tnil\ttimeout\nheartbeat replies seen by on_message:\t0\trtt measured:\ttrue\n")
+    }
+
+    @Test func heartbeatReplyPatternAndKindAreCheckedAtConnect() throws {
+        let path = try CommandRunner.script("hbopts.lua", """
+            local function try(opts)
+              local ok, err = pcall(function() local c = mw.connect("ws://127.0.0.1:1/", opts) c:close() end)
+              print(err)
+            end
+            try({ heartbeat = { message = "ping", reply = "100%" } })
+            try({ heartbeat = { message = "ping", reply = 42 } })
+            try({ heartbeat = { message = "ping", kind = "bin" } })
+            try({ kind = "utf8" })
+            try({ heartbeat = { intervall = 1 } })
+            try({ reconnect = { factor = 0.5 } })
+            try({ queue = { limit = "x" } })
+            local c = mw.connect("ws://127.0.0.1:1/", { reconnect = false })
+            print(select(2, pcall(function() c:heartbeat({ intervl = 1 }) end)))
+            print(select(2, pcall(function() c:reconnect({ factor = 0 }) end)))
+            c:close()
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            print(select(2, pcall(function() local s2 = mw.listen("ws://127.0.0.1:0/", { heartbeat = { interval = 1, message = "x" } }) end)))
+            s:close()
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            \(path):2: bad argument #2 to 'mw.connect' (opts.heartbeat.reply: bad Lua pattern "100%": malformed pattern (ends with '%'))
+            \(path):2: bad argument #2 to 'mw.connect' (opts.heartbeat.reply: Lua pattern or function expected, got number)
+            \(path):2: bad argument #2 to 'mw.connect' (opts.heartbeat.kind: "text" or "binary" expected, got "bin")
+            \(path):2: bad argument #2 to 'mw.connect' (opts.kind: "auto", "text" or "binary" expected, got "utf8")
+            \(path):2: bad argument #2 to 'mw.connect' (unknown option 'opts.heartbeat.intervall')
+            \(path):2: bad argument #2 to 'mw.connect' (opts.reconnect.factor: must be a number of at least 1)
+            \(path):2: bad argument #2 to 'mw.connect' (opts.queue.limit: a positive number expected, got string)
+            \(path):13: bad argument #1 to 'c:heartbeat' (unknown option 'opts.intervl')
+            \(path):14: bad argument #1 to 'c:reconnect' (opts.factor: must be a number of at least 1)
+            \(path):17: bad argument #2 to 'mw.listen' (opts.heartbeat.message: a server's heartbeat has no message: it pings WebSocket peers and drops silent ones)
+
+            """)
+    }
+
+    @Test func listenHeartbeatIntervalDropsASilentTCPPeer() throws {
+        let path = try CommandRunner.script("listenhb.lua", """
+            local s = assert(mw.listen("tcp://127.0.0.1:0", { heartbeat = { interval = 0.1, timeout = 0.1 } }))
+            local c = mw.connect(s:url(), { reconnect = false })
+            c:on_close(function(_, code, reason, info) print("dropped", info.by) s:close() end)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix("dropped\t"), "\(r.stdout)")
+    }
+
+    @Test func kindOptionAndExpect() throws {
+        let peer = try EchoPeer()
+        let path = try CommandRunner.script("kind.lua", """
+            local bin = mw.connect(mw.args[1], { reconnect = false, kind = "binary" })
+            assert(bin:wait_open(10))
+            bin:send("hello")
+            print(bin:receive(10))
+            bin:send("text after all", "text")
+            print(bin:receive(10))
+            bin:close()
+
+            local c = mw.connect(mw.args[1], { reconnect = false, codec = { encode = mw.json.encode, decode = mw.json.decode } })
+            for _, op in ipairs({ "a", "b", "c" }) do c:send({ op = op, n = 1 }) end
+            print(c:expect({ op = "c" }, 10).op)
+            print(c:receive(10).op, c:receive(10).op)
+            print(c:expect({ op = "nope" }, 0.05))
+            c:send({ op = "d", nested = { x = 1, y = 2 } })
+            print(c:expect(function(m) return m.op == "d" end, 10).nested.y)
+            c:send({ op = "e", nested = { x = 1, y = 2 } })
+            print(c:expect({ nested = { y = 2 } }, 10).op)
+            print(pcall(function() local m = c:expect(42) end))
+            c:close()
+            """)
+        let r = try CommandRunner.run("run", path, peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            hello\tbinary
+            text after all\ttext
+            c
+            a\tb
+            nil\ttimeout
+            2
+            e
+            false\t\(path):18: bad argument #1 to 'c:expect' (function, Lua pattern or table expected, got number)
+
+            """)
+    }
+
+    @Test func manualReadyHoldsTheQueueUntilTheHandshakeIsDone() throws {
+        let path = try CommandRunner.script("ready.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            local got = {}
+            s:on_message(function(peer, msg)
+              got[#got + 1] = msg
+              if msg == "hello" then peer:send("welcome") end
+              if msg == "b" then print(table.concat(got, ",")) s:close() end
+            end)
+            local c = mw.connect(s:url(), { reconnect = false, ready = "manual" })
+            print(c:send_now("too early"))
+            c:send("a")
+            assert(c:wait_open(10))
+            print(c:state())
+            c:send("b")
+            c:send_now("hello")
+            assert(c:expect("welcome", 10))
+            c:on_ready(function(conn) print("on_ready", conn:state()) end)
+            print(c:ready(), c:state(), c:ready())
+            print(pcall(function() local x = mw.connect(s:url(), { ready = "later" }) end))
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            nil\tnot open
+            open
+            on_ready\tready
+            true\tready\tfalse
+            false\t\(path):18: bad argument #2 to 'mw.connect' (opts.ready: "open" or "manual" expected, got "later")
+            hello,a,b
+
+            """)
+    }
+
+    @Test func tcpFramingAndPingMisuseAreErrorsInWords() throws {
+        let path = try CommandRunner.script("tcpmisuse.lua", """
+            local s = assert(mw.listen("tcp://127.0.0.1:0"))
+            s:on_message(function(peer, msg) peer:send("echo " .. msg) end)
+            local c = mw.connect(s:url(), { reconnect = false })
+            assert(c:wait_open(10))
+            print(pcall(function() local ok = c:send("two\\nlines") end))
+            print(pcall(function() local ok = c:ping() end))
+            print(c:request("one line", "^echo", 10))
+            local d = mw.connect(s:url(), { reconnect = false, framing = { delimiter = "\\0" } })
+            assert(d:wait_open(10))
+            print(pcall(function() local ok = d:send("a\\0b") end))
+            c:close() d:close() s:close()
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            false\t\(path):5: bad argument #1 to 'c:send' (line framing: the message contains the delimiter "\\n"; it would arrive as two messages)
+            false\t\(path):6: c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = "ping" })
+            echo one line	binary
+            false\t\(path):10: bad argument #1 to 'c:send' (delimiter framing: the message contains the delimiter "\\0"; it would arrive as two messages)
+
+            """)
+    }
+
+    @Test func reconnectAttemptsAreLoggedAtTheDefaultLevel() throws {
+        let path = try CommandRunner.script("retry.lua", """
+            local c = mw.connect("ws://127.0.0.1:1/", { reconnect = { initial = 0.01, factor = 1, jitter = 0, attempts = 2 } })
+            c:on_error(function() end)
+            print(c:wait_open(30))
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("retrying in 10 ms, attempt 1 of 2: connect: connection refused (127.0.0.1:1)"), "\(r.stderr)")
+        #expect(r.stderr.contains("attempt 2 of 2"), "\(r.stderr)")
+    }
+
+    @Test func verboseLogsEventsAndVeryVerboseEveryMessage() throws {
+        let peer = try EchoPeer()
+        let path = try CommandRunner.script("verbose.lua", """
+            local c = mw.connect(mw.args[1], { reconnect = false })
+            print(c:request("hello", "hello", 10))
+            print(c:request("\\1\\2\\3", "\\1", 10))
+            c:close()
+            """)
+        let v = try CommandRunner.run("run", "-v", path, peer.url)
+        #expect(v.status == 0, "\(v.stderr)")
+        #expect(v.stderr.contains("connecting to \(peer.url)"), "\(v.stderr)")
+        #expect(v.stderr.contains("open: \(peer.url)"), "\(v.stderr)")
+        #expect(!v.stderr.contains("> text"), "\(v.stderr)")
+        let vv = try CommandRunner.run("run", "-vv", path, peer.url)
+        #expect(vv.status == 0, "\(vv.stderr)")
+        #expect(vv.stderr.contains("> text 5 bytes: hello (queued)"), "\(vv.stderr)")
+        #expect(vv.stderr.contains("< text 5 bytes: hello"), "\(vv.stderr)")
+        #expect(vv.stderr.contains("> text 3 bytes: 01 02 03"), "\(vv.stderr)")
+        #expect(vv.stderr.contains("< text 3 bytes: 01 02 03"), "\(vv.stderr)")
+    }
+}
+
+/// The protocol examples against real servers nobody here wrote.
+@Suite struct ProtocolExampleTests {
+    @Test func mqttOverWebSocketAgainstMosquitto() throws {
+        let broker = try MosquittoPeer()
+        let r = try CommandRunner.run("run", "examples/mqtt_ws.lua", broker.url, "moonwire/test")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            CONNACK\t0
+            SUBACK\t1
+            PUBLISH\tmoonwire/test\thello at QoS 0\tqos 0
+            PUBACK\t2
+            PUBLISH\tmoonwire/test\thello at QoS 1\tqos 1
+
+            """)
+    }
+
+    @Test func socketIOv4AgainstPythonSocketIO() throws {
+        let server = try EchoPeer(script: "socketio_server.py")
+        let r = try CommandRunner.run("run", "examples/socketio_client.lua", server.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            engine.io open, ping every 25000 ms
+            connected, sid is a string
+            ready: the queue goes out
+            event\tchat\techo: hello
+            ack\t5
+            ack\t42
+            state\tready
+
+            """)
+    }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target under AddressSanitizer for a while.
+#
+#   scripts/fuzz.sh TARGET [SECONDS]     # default 600 s
+#   scripts/fuzz.sh --list               # the targets
+#   scripts/fuzz.sh --regress            # every target once over its corpus and crashes (CI)
+#
+# Targets: ws-client, ws-server, ws-client-deflate, ws-server-deflate (frame parser +
+# message assembler per role, with and without permessage-deflate), http-request,
+# http-response (the upgrade handshake through the server's and client's pipelines),
+# tcp-line, tcp-delimiter, tcp-fixed, tcp-length (the TCP framing decoders).
+#
+# Builds Fuzz/MoonwireFuzz with -sanitize=fuzzer,address in .build-fuzz (its own
+# scratch path; the first build takes a few minutes). Seeds: Fuzz/corpus/TARGET (in
+# the repository); new inputs libFuzzer finds go to .build-fuzz/corpus/TARGET; a
+# crash is written to Fuzz/crashes/TARGET-<hash> so it can be kept as a regression
+# input (--regress replays every file there).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length"
+die() { echo "fuzz: $*" >&2; exit 2; }
+case "${1:-}" in
+    ""|-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --list) tr ' ' '\n' <<<"$targets"; exit 0 ;;
+esac
+
+build() {
+    echo "fuzz: building moonwire-fuzz in .build-fuzz" >&2
+    MOONWIRE_FUZZ=1 swift build --product moonwire-fuzz --scratch-path .build-fuzz \
+        -Xswiftc -sanitize=fuzzer,address -Xswiftc -enable-testing >&2
+    bin="$(MOONWIRE_FUZZ=1 swift build --product moonwire-fuzz --scratch-path .build-fuzz --show-bin-path)/moonwire-fuzz"
+}
+
+if [ "$1" = --regress ]; then
+    build
+    for t in $targets; do
+        inputs=()
+        [ -d "Fuzz/corpus/$t" ] && inputs+=("Fuzz/corpus/$t"/*)
+        for c in Fuzz/crashes/"$t"-*; do [ -e "$c" ] && inputs+=("$c"); done
+        [ ${#inputs[@]} -gt 0 ] || continue
+        echo "fuzz: $t: ${#inputs[@]} inputs" >&2
+        MOONWIRE_FUZZ_TARGET="$t" "$bin" -runs=0 "${inputs[@]}" >/dev/null 2>"/tmp/fuzz-regress-$t.log" \
+            || { tail -30 "/tmp/fuzz-regress-$t.log" >&2; die "$t failed on a kept input"; }
+    done
+    echo "fuzz: every kept input passes" >&2
+    exit 0
+fi
+
+target="$1" seconds="${2:-600}"
+grep -qw -- "$target" <<<"$targets" || die "unknown target $target (try --list)"
+build
+mkdir -p ".build-fuzz/corpus/$target" Fuzz/crashes
+seeds=(); [ -d "Fuzz/corpus/$target" ] && seeds=("Fuzz/corpus/$target")
+dict=(); [ -f "Fuzz/dict/${target%%-*}.dict" ] && dict=(-dict="Fuzz/dict/${target%%-*}.dict")
+echo "fuzz: $target for ${seconds}s" >&2
+MOONWIRE_FUZZ_TARGET="$target" "$bin" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 \
+    -print_final_stats=1 -artifact_prefix="Fuzz/crashes/$target-" "${dict[@]}" \
+    ".build-fuzz/corpus/$target" "${seeds[@]}"
