@@ -126,3 +126,27 @@ final class RawSocket {
         }
     }
 }
+
+/// Writes `bytes` to a socket every 100 ms from a thread of its own until stopped: on a
+/// loaded machine the cooperative pool that runs the tests in parallel can stall a Task
+/// for seconds, a thread is only delayed by the scheduler.
+final class ChattyWriter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopped = false
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ socket: RawSocket, _ bytes: [UInt8]) {
+        Thread.detachNewThread { [self] in
+            while !self.lock.withLock({ self.stopped }) {
+                socket.write(bytes)
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+            self.done.signal()
+        }
+    }
+
+    func stop() {
+        self.lock.withLock { self.stopped = true }
+        self.done.wait()
+    }
+}

@@ -193,18 +193,12 @@ struct ServerWebSocketTests {
         silent.write(handshake)
         try await server.wait("the silent peer") { $0.connected.count == 1 }
         // A chatty client keeps sending (masked "hi" frames) until the silent one is
-        // dropped: a busy machine may delay its writes, never by the whole timeout.
+        // dropped, from a thread of its own (see ChattyWriter).
         let chatty = try RawSocket(port: server.port)
         chatty.write(handshake)
-        let writer = Task {
-            while !Task.isCancelled {
-                chatty.write([0x81, 0x82, 1, 2, 3, 4, 0x68 ^ 1, 0x69 ^ 2])
-                try? await Task.sleep(nanoseconds: 100_000_000)
-            }
-        }
+        let writer = ChattyWriter(chatty, [0x81, 0x82, 1, 2, 3, 4, 0x68 ^ 1, 0x69 ^ 2])
         try await server.wait("the drop", timeout: 15) { $0.closes.count >= 1 }
-        writer.cancel()
-        _ = await writer.result
+        writer.stop()
         let closes = try await server.onLoop { server.closes }
         #expect(closes.count == 1 && closes[0].id == 1 && closes[0].info.code == 1006)
         #expect(try await server.onLoop { server.server.peers.map(\.id) } == [2])

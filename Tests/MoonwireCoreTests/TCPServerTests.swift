@@ -113,17 +113,13 @@ struct TCPServerTests {
         let silent = try RawSocket(port: server.port)
         let chatty = try RawSocket(port: server.port)
         try await server.wait("two peers") { $0.connected.count == 2 }
-        // The chatty peer writes until the silent one is dropped: a busy machine may
-        // delay its writes, never by the whole timeout.
-        let writer = Task {
-            while !Task.isCancelled {
-                chatty.write(Array("ping\n".utf8))
-                try? await Task.sleep(nanoseconds: 100_000_000)
-            }
-        }
+        // The chatty peer writes until the silent one is dropped, from a thread of its
+        // own: on a loaded machine the test process's cooperative pool (2 threads here,
+        // shared by the tests running in parallel) can stall a Task for longer than the
+        // timeout, and the chatty peer would be dropped too.
+        let writer = ChattyWriter(chatty, Array("ping\n".utf8))
         try await server.wait("the silent peer's drop", timeout: 15) { $0.closes.count >= 1 }
-        writer.cancel()
-        _ = await writer.result
+        writer.stop()
         let closes = try await server.onLoop { server.closes }
         #expect(closes.count == 1)
         #expect(closes[0].id == 1 && closes[0].info.code == 1006 && closes[0].info.reason == "heartbeat timeout")
