@@ -67,6 +67,25 @@ public struct TLSOptions: Sendable, Hashable {
         }
     }
 
+    /// The TLS handler of a client dial to `host` (SNI and verification use `serverName`
+    /// when set), with the pin check or the report that words a refusal.
+    func makeClientHandler(
+        context: NIOSSLContext, host: String, hostIsIPAddress: Bool
+    ) throws -> (handler: NIOSSLClientHandler, pins: TLSPinVerifier?, report: TLSVerifyReport?) {
+        let serverName = self.serverName ?? (hostIsIPAddress ? nil : host)
+        guard self.pinSHA256.isEmpty else {
+            let verifier = TLSPinVerifier(pins: self.normalizedPins)
+            let handler = try NIOSSLClientHandler(
+                context: context,
+                serverHostname: serverName,
+                customVerificationCallback: { chain, promise in verifier.verify(chain, promise) }
+            )
+            return (handler, verifier, nil)
+        }
+        let report = TLSVerifyReport(host: self.serverName ?? host)
+        return (try NIOSSLClientHandler(context: context, serverHostname: serverName, verificationCallback: report.observe), nil, report)
+    }
+
     /// The pins normalised to bare base64.
     var normalizedPins: Set<String> {
         Set(self.pinSHA256.map { $0.hasPrefix("sha256/") ? String($0.dropFirst(7)) : $0 })
