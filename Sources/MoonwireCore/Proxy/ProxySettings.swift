@@ -35,7 +35,7 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
     /// SOCKS5 authentication are not supported.
     public init(_ string: String) throws(ParseError) {
         func fail(_ why: String) -> ParseError {
-            ParseError(message: "'\(string)' is not a proxy URL: \(why); expected http://[user:pass@]host:port or socks5://host:port")
+            ParseError(message: "'\(Self.redacted(string))' is not a proxy URL: \(why); expected http://[user:pass@]host:port or socks5://host:port")
         }
         var rest = Substring(string)
         if let schemeEnd = rest.range(of: "://") {
@@ -77,6 +77,14 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
 
     /// `http proxy 127.0.0.1:3128` / `socks5 proxy 127.0.0.1:1080`.
     var name: String { "\(self.kind.rawValue) proxy \(self.hostPort)" }
+
+    /// The URL with its password, if any, replaced by `***`, for messages.
+    static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@") else { return url }
+        let start = url.range(of: "://")?.upperBound ?? url.startIndex
+        guard start < at, let colon = url[start..<at].firstIndex(of: ":") else { return url }
+        return String(url[...colon]) + "***" + String(url[at...])
+    }
 
     private static func percentDecoded(_ text: Substring) -> String? {
         var bytes: [UInt8] = []

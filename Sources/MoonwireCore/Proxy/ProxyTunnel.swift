@@ -69,7 +69,7 @@ final class ProxyTunnel {
                 pipeline.removeHandler(encoder, promise: nil)
                 pipeline.removeHandler(observer, promise: nil)
                 pipeline.removeHandler(decoder).assumeIsolated().whenComplete { _ in
-                    tunnel.established(channel, configure: configure, leaving: [watcher, hold])
+                    tunnel.established(channel, configure: configure, watcher: watcher, hold: hold)
                 }
             }
         case .socks5:
@@ -79,15 +79,15 @@ final class ProxyTunnel {
             } else {
                 address = .domain(targetHost, port: targetPort)
             }
-            watcher.onSOCKSEstablished = { tunnel.established(channel, configure: configure, leaving: [watcher]) }
+            watcher.onSOCKSEstablished = { tunnel.established(channel, configure: configure, watcher: watcher, hold: nil) }
             try pipeline.addHandlers([SOCKSClientHandler(targetAddress: address), watcher])
         }
         return tunnel
     }
 
     /// Adds the connection's handlers, then removes the tunnel's last ones (the hold passes
-    /// on what arrived early).
-    private func established(_ channel: Channel, configure: (Channel) throws -> Void, leaving: [RemovableChannelHandler & ChannelHandler]) {
+    /// on what arrived early, once the connection knows it is open).
+    private func established(_ channel: Channel, configure: (Channel) throws -> Void, watcher: Watcher, hold: ResponseHold?) {
         guard !self.done else { return }
         guard channel.isActive else {
             self.fail(self.closedEarly)
@@ -100,10 +100,12 @@ final class ProxyTunnel {
             self.promise.fail(error)
             return
         }
-        for handler in leaving {
-            channel.pipeline.syncOperations.removeHandler(handler, promise: nil)
-        }
+        // The connection opens first: the target's early bytes (a greeting) then find it open.
+        channel.pipeline.syncOperations.removeHandler(watcher, promise: nil)
         self.promise.succeed(())
+        if let hold {
+            channel.pipeline.syncOperations.removeHandler(hold, promise: nil)
+        }
     }
 
     /// The first failure ends the dial; later ones (the close that follows) are its echo.
@@ -127,7 +129,7 @@ final class ProxyTunnel {
         case let error as NIOHTTP1ProxyConnectHandler.Error:
             if let status = self.status, !(200..<300).contains(status.code) {
                 var words = "refused CONNECT to \(self.target): \(status.code) \(status.reasonPhrase)"
-                if status.code == 407 {
+                if status.code == 407 || status.code == 401 {
                     words += self.proxy.username == nil
                         ? " (give the user name and password in the proxy URL: http://user:pass@host:port)"
                         : " (wrong user name or password?)"
