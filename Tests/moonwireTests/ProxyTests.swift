@@ -123,11 +123,11 @@ struct ProxyTests {
     }
 
     /// A wss:// server with `cert`, and a client that says why it refused it.
-    private func tlsRefusal(cert: String, url: String, ca: String?, proxy: String? = nil) throws -> String {
+    private func tlsRefusal(cert: String, url: String, ca: String?, proxy: String? = nil, bind: String = "127.0.0.1") throws -> String {
         let certificates = try TestCertificates.files.get()
         let script = try CommandRunner.script("tls_refusal.lua", """
-            local cert, key, url, ca, proxy = table.unpack(mw.args)
-            local s = mw.listen("wss://127.0.0.1:0/", { tls = { cert = cert, key = key } })
+            local cert, key, url, ca, proxy, bind = table.unpack(mw.args)
+            local s = mw.listen("wss://" .. bind .. ":0/", { tls = { cert = cert, key = key } })
             local port = s:url():match(":(%d+)/")
             local opts = { reconnect = false, tls = ca ~= "" and { ca = ca } or nil, proxy = proxy ~= "" and proxy or false }
             local c = mw.connect((url:gsub("PORT", port)), opts)
@@ -135,7 +135,7 @@ struct ProxyTests {
             print(ok and "open" or err)
             mw.exit(0)
             """)
-        let r = try CommandRunner.run(["run", script, cert, certificates.key, url, ca ?? "", proxy ?? ""])
+        let r = try CommandRunner.run(["run", script, cert, certificates.key, url, ca ?? "", proxy ?? "", bind])
         #expect(r.status == 0, "\(r.stderr)")
         return r.stdout
     }
@@ -153,5 +153,12 @@ struct ProxyTests {
         let socks = try ProxyPeer(.socks5)
         #expect(try tlsRefusal(cert: files.otherName, url: "wss://localhost:PORT/", ca: files.ca, proxy: socks.url).hasPrefix(mismatch))
         #expect(try tlsRefusal(cert: files.cert, url: "wss://localhost:PORT/", ca: files.ca, proxy: socks.url).hasPrefix("open"))
+        // An IP address target is checked against the certificate's IP addresses: the
+        // target's (127.0.0.2 here), not the proxy's (127.0.0.1, which the certificate lists).
+        #expect(try tlsRefusal(cert: files.cert, url: "wss://127.0.0.1:PORT/", ca: files.ca, proxy: socks.url).hasPrefix("open"))
+        let wrongIP = "tls: certificate verify failed (not for this host name: it is for localhost, 127.0.0.1) for host 127.0.0.2"
+        #expect(try tlsRefusal(cert: files.cert, url: "wss://127.0.0.2:PORT/", ca: files.ca, bind: "127.0.0.2").hasPrefix(wrongIP))
+        #expect(try tlsRefusal(
+            cert: files.cert, url: "wss://127.0.0.2:PORT/", ca: files.ca, proxy: socks.url, bind: "127.0.0.2").hasPrefix(wrongIP))
     }
 }

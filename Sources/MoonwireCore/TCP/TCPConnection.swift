@@ -126,7 +126,7 @@ public final class TCPConnection {
         if self.url.secure {
             let context = try self.sslContext ?? self.options.tls.makeContext()
             self.sslContext = context
-            let client = try self.options.tls.makeClientHandler(context: context, host: self.url.host, hostIsIPAddress: self.url.hostIsIPAddress)
+            let client = try self.options.tls.makeClientHandler(context: context, host: self.url.host, hostIsIPAddress: self.url.hostIsIPAddress, throughProxy: self.proxy != nil)
             (self.pinVerifier, self.verifyReport) = (client.pins, client.report)
             try pipeline.addHandler(client.handler)
             // The connection opens when the TLS handshake is done, not when TCP is.

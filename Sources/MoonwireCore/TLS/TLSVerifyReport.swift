@@ -41,8 +41,26 @@ final class TLSVerifyReport {
 
     /// The names the server's certificate is for, for a host name mismatch.
     var names: [String] {
-        guard let leaf = self.leaf else { return [] }
-        return leaf._subjectAlternativeNames().compactMap { name in
+        self.leaf.map(Self.names(of:)) ?? []
+    }
+
+    /// The IP addresses a certificate is for, as bytes (4 or 16).
+    static func ipAddresses(of certificate: NIOSSLCertificate) -> [[UInt8]] {
+        certificate._subjectAlternativeNames().compactMap { $0.nameType == .ipAddress ? Array($0.contents) : nil }
+    }
+
+    /// An IPv4 or IPv6 address as bytes, nil for a name.
+    static func ipBytes(_ host: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, host, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        return nil
+    }
+
+    /// A certificate's DNS names and IP addresses, as text.
+    static func names(of certificate: NIOSSLCertificate) -> [String] {
+        certificate._subjectAlternativeNames().compactMap { name in
             let bytes = Array(name.contents)
             switch name.nameType {
             case .dnsName: return String(decoding: bytes, as: UTF8.self)

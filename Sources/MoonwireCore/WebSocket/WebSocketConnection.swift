@@ -151,7 +151,7 @@ public final class WebSocketConnection {
         if self.url.secure {
             let context = try self.sslContext ?? self.options.tls.makeContext()
             self.sslContext = context
-            let client = try self.options.tls.makeClientHandler(context: context, host: self.url.host, hostIsIPAddress: self.url.hostIsIPAddress)
+            let client = try self.options.tls.makeClientHandler(context: context, host: self.url.host, hostIsIPAddress: self.url.hostIsIPAddress, throughProxy: self.proxy != nil)
             (self.pinVerifier, self.verifyReport) = (client.pins, client.report)
             try pipeline.addHandler(client.handler)
         }
