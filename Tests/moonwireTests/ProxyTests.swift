@@ -94,6 +94,41 @@ struct ProxyTests {
         #expect(r.stdout.hasPrefix("from 127.0.0.1:"), "\(r.stdout)\(r.stderr)")
     }
 
+    @Test("reconnects go through the proxy again; connect_timeout covers a proxy that never answers")
+    func reconnectAndTimeout() throws {
+        let socks = try ProxyPeer(.socks5)
+        let script = try CommandRunner.script("proxy_reconnect.lua", """
+            local s = mw.listen("ws://127.0.0.1:0/")
+            local accepted = 0
+            s:on_connect(function(peer, request)
+              accepted = accepted + 1
+              print("server: connection " .. accepted .. " from " .. request.remote_address)
+            end)
+            -- The first connection is dropped once it carried a message.
+            s:on_message(function(peer) if accepted == 1 then peer:abort() end end)
+            local c = mw.connect(s:url(), { proxy = mw.args[1], reconnect = { initial = 0.05, jitter = 0 } })
+            local opens = 0
+            c:on_open(function()
+              opens = opens + 1
+              if opens == 1 then c:send("hello") else print("reopened"); c:close(); s:close() end
+            end)
+
+            -- A "proxy" that accepts and never answers.
+            local silent = mw.listen("tcp://127.0.0.1:0", { framing = "raw" })
+            local t = mw.connect("ws://127.0.0.1:9/", {
+              proxy = "http://" .. silent:url():match("//(.*)"), connect_timeout = 0.5, reconnect = false })
+            local ok, err = t:wait_open(10)
+            print(err)
+            silent:close()
+            """)
+        let r = try CommandRunner.run(["run", script, socks.url], environment: Self.noProxyVariables)
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.filter { $0.hasPrefix("server: connection") && $0.contains(" from \(ProxyPeer.outgoingAddress):") }.count == 2, "\(r.stdout)")
+        #expect(lines.contains("reopened"), "\(r.stdout)")
+        #expect(lines.contains { $0.hasPrefix("timeout: ") && $0.contains("http proxy 127.0.0.1:") }, "\(r.stdout)")
+    }
+
     @Test("a bad opts.proxy is an error at the caller's line")
     func badProxyOption() throws {
         let script = try CommandRunner.script("bad_proxy.lua", """
