@@ -106,6 +106,8 @@ public struct TLSOptions: Sendable, Hashable {
             )
             return (handler, verifier, nil)
         }
+        // The per-certificate callback (deprecated in favour of one that replaces BoringSSL's
+        // verification) is the only one that sees BoringSSL's verdict and the refused certificate.
         let report = TLSVerifyReport(host: self.serverName ?? host)
         return (try NIOSSLClientHandler(context: context, serverHostname: serverName, verificationCallback: report.observe), nil, report)
     }
