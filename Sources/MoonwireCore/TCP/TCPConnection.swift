@@ -79,6 +79,7 @@ public final class TCPConnection {
         self.state = .connecting
         self.pinVerifier = nil
         self.verifyReport = nil
+        self.proxy = nil
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {

@@ -101,6 +101,7 @@ public final class WebSocketConnection {
         self.state = .connecting
         self.pinVerifier = nil
         self.verifyReport = nil
+        self.proxy = nil
         self.upgrader = nil
 
         let timeout = self.options.connectTimeout
