@@ -129,6 +129,23 @@ struct ProxyTests {
         #expect(lines.contains { $0.hasPrefix("timeout: ") && $0.contains("http proxy 127.0.0.1:") }, "\(r.stdout)")
     }
 
+    @Test("a server that speaks first: its greeting, sent as the tunnel opens, is not lost", arguments: ["http", "socks5"])
+    func greetingThroughTunnel(kind: String) throws {
+        let proxy = try Self.proxy(kind)
+        let script = try CommandRunner.script("proxy_greeting.lua", """
+            local s = mw.listen("tcp://127.0.0.1:0")
+            s:on_connect(function(peer) peer:send("greeting 1"); peer:send("greeting 2") end)
+            local c = mw.connect(s:url(), { proxy = mw.args[1], reconnect = false })
+            assert(c:wait_open(10))
+            print(c:receive(5))
+            print(c:receive(5))
+            mw.exit(0)
+            """)
+        let r = try CommandRunner.run(["run", script, proxy.url], environment: Self.noProxyVariables)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "greeting 1\tbinary\ngreeting 2\tbinary\n", "\(r.stdout)")
+    }
+
     @Test("a bad opts.proxy is an error at the caller's line")
     func badProxyOption() throws {
         let script = try CommandRunner.script("bad_proxy.lua", """
