@@ -50,7 +50,7 @@ struct Connect: ParsableCommand {
     @Flag(help: "Skip certificate verification.")
     var insecure = false
 
-    @Option(help: ArgumentHelp("Go through this proxy: http://[user:pass@]host:port, socks5://host:port, or 'none'.", valueName: "url"))
+    @Option(help: ArgumentHelp("An http:// or socks5:// proxy, or none.", valueName: "url"))
     var proxy: String?
 
     @OptionGroup(title: "Display") var session: SessionOptions
