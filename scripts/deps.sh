@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
-# Lua 5.4 (headers and library), lua-cjson, lua-luassert, pkg-config, libedit (the line
+# Lua 5.4 (headers and library), lua-luassert, pkg-config, libedit (the line
 # editor of `connect` and `listen`); with --test, also the peers the tests talk to and xmllint.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
 
 need=()
 pkg-config --exists lua5.4 2>/dev/null || need+=(liblua5.4-dev pkg-config)
-[ -e /usr/lib/x86_64-linux-gnu/lua/5.4/cjson.so ] || [ -n "$(find /usr/lib -path '*lua/5.4/cjson.so' 2>/dev/null | head -1)" ] || need+=(lua-cjson)
 [ -d /usr/share/lua/5.4/luassert ] || need+=(lua-luassert)
 pkg-config --exists libedit 2>/dev/null || need+=(libedit-dev)
 # The test peers: Debian's node-ws, a venv for Python websockets, openssl for test certificates,
-# mosquitto.
+# mosquitto, tinyproxy and microsocks.
 if [ "${1:-}" = "--test" ]; then
     [ -d /usr/share/nodejs/ws ] || need+=(node-ws nodejs)
     python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
@@ -20,6 +19,9 @@ if [ "${1:-}" = "--test" ]; then
     command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
     # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua.
     [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+    # Real proxies for the proxy tests: tinyproxy (HTTP CONNECT), microsocks (SOCKS5).
+    [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
+    [ -x /usr/bin/microsocks ] || need+=(microsocks)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -328,6 +328,10 @@ struct ConnectOptions {
             socket.tls = tls
             tcp.tls = tls
         }
+        if let proxy = try Self.proxy(&t) {
+            socket.proxy = proxy
+            tcp.proxy = proxy
+        }
         if let framing = try LuaFraming.parse(&t, custom: custom) {
             guard isTCP else { throw t.error("framing", "framing is for tcp:// and tls:// connections") }
             tcp.framing = framing
@@ -382,6 +386,23 @@ struct ConnectOptions {
         }
         try queue.finish()
         return result
+    }
+
+    /// `proxy = "http://[user:pass@]host:port" | "socks5://host:port"`, or `false` for no
+    /// proxy whatever the environment says; absent: the environment's (nil).
+    static func proxy(_ t: inout LuaOptionTable) throws(LuaArgumentError) -> ProxyChoice? {
+        switch t.raw("proxy") {
+        case .nil: return nil
+        case .boolean(false): return .direct
+        case .string(let bytes):
+            do {
+                return .through(try ProxySettings(String(decoding: bytes, as: UTF8.self)))
+            } catch {
+                throw t.error("proxy", error.message)
+            }
+        case let other:
+            throw t.error("proxy", "a proxy URL or false expected, got \(other.typeName)")
+        }
     }
 
     /// `tls = { ca, insecure, pin_sha256, server_name, cert, key }`.

@@ -50,6 +50,9 @@ struct Connect: ParsableCommand {
     @Flag(help: "Skip certificate verification.")
     var insecure = false
 
+    @Option(help: ArgumentHelp("An http:// or socks5:// proxy, or none.", valueName: "url"))
+    var proxy: String?
+
     @OptionGroup(title: "Display") var session: SessionOptions
 
     @OptionGroup(title: "Recording") var recording: RecordOptions
@@ -102,6 +105,16 @@ struct Connect: ParsableCommand {
                 throw ValidationError("\(flag) is for ws:// and wss:// URLs; TCP has no handshake or ping")
             }
             configuration.tcp = TCPClientOptions(framing: try ArgumentValues.framing(framing ?? "line", max: maxBytes), tls: tls)
+        }
+        if let proxy {
+            let choice: ProxyChoice
+            do {
+                choice = proxy == "none" ? .direct : .through(try ProxySettings(proxy))
+            } catch {
+                throw ValidationError("--proxy \(error)")
+            }
+            configuration.socket.proxy = choice
+            configuration.tcp.proxy = choice
         }
         return (target, configuration, maxBytes)
     }

@@ -24,10 +24,14 @@ struct CommandRunner {
         return me.deletingLastPathComponent().appendingPathComponent("moonwire")
     }()
 
-    static func process(_ arguments: [String], input: Pipe? = nil) -> (Process, Pipe, Pipe) {
+    /// `environment` is added to (or overrides) the test's own.
+    static func process(_ arguments: [String], input: Pipe? = nil, environment: [String: String] = [:]) -> (Process, Pipe, Pipe) {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.currentDirectoryURL = packageRoot
         let out = Pipe()
         let err = Pipe()
@@ -47,10 +51,10 @@ struct CommandRunner {
     /// seconds is killed and the test fails: no test can hang CI.
     static func run(
         _ arguments: [String], input: String? = nil, closeInput: Bool = true, deadline: Double = 120,
-        whileRunning: ((FileHandle) -> Data)? = nil
+        environment: [String: String] = [:], whileRunning: ((FileHandle) -> Data)? = nil
     ) throws -> Result {
         let stdin = input.map { _ in Pipe() }
-        let (process, out, err) = process(arguments, input: stdin)
+        let (process, out, err) = process(arguments, input: stdin, environment: environment)
         try process.run()
         let watch = ProcessDeadline(process, seconds: deadline)
         defer { watch.check("moonwire \(arguments.joined(separator: " "))") }

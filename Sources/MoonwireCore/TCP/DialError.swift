@@ -10,7 +10,10 @@ import NIOSSL
 /// Names the step a TCP or TLS dial failed in (`dns`, `connect`, `tls`, `timeout`), with a
 /// one-line message, from whatever NIO reported.
 enum DialError {
-    static func classify(_ error: Error, hostPort: String, timeout: TimeAmount, pinMismatch: [String]?, pins: String) -> WebSocketConnectionError {
+    static func classify(
+        _ error: Error, hostPort: String, timeout: TimeAmount, pinMismatch: [String]?, pins: String,
+        verify: TLSVerifyReport?, proxy: ProxySettings?
+    ) -> WebSocketConnectionError {
         if let mismatch = pinMismatch {
             let presented = mismatch.map { "sha256/" + $0 }.joined(separator: ", ")
             return WebSocketConnectionError(step: .tls, message: "certificate pin mismatch (expected \(pins); server presented \(presented))")
@@ -24,27 +27,44 @@ enum DialError {
             }
             return WebSocketConnectionError(step: .connect, message: "\(describe(first.error)) (\(describe(first.target)))")
         case ChannelError.connectTimeout:
-            return timedOut(hostPort: hostPort, timeout: timeout)
+            return timedOut(hostPort: hostPort, timeout: timeout, proxy: proxy)
         case let error as NIOSSLError:
-            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort))
+            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort, verify: verify))
         case let error as BoringSSLError:
-            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort))
+            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort, verify: verify))
+        case let error as NIOSSLExtraError where error == .failedToValidateHostname:
+            let host = verify?.host ?? hostPort
+            let names = verify?.names ?? []
+            let holder = names.isEmpty ? "" : ": it is for \(names.joined(separator: ", "))"
+            return WebSocketConnectionError(
+                step: .tls,
+                message: "certificate verify failed (not for this host name\(holder)) for host \(host)"
+                    + " (connect by a name the certificate lists, or set tls = { server_name = \"...\" })"
+            )
+        case let error as NIOSSLExtraError:
+            return WebSocketConnectionError(step: .tls, message: "\(error) for host \(verify?.host ?? hostPort)")
         default:
             return WebSocketConnectionError(step: .connect, message: describe(error))
         }
     }
 
-    /// Names the host, and for a refused certificate what usually fixes it.
-    static func tlsMessage(_ reason: String, hostPort: String) -> String {
-        guard reason == "certificate verify failed" else { return "\(reason) for host \(hostPort)" }
-        return "certificate verify failed for host \(hostPort) (self-signed, expired, or not for this host name?"
-            + " trust its issuer with tls = { ca = \"file.pem\" }, or tls = { insecure = true } for testing)"
+    /// Names the host, and for a refused certificate why (as far as known) and what usually
+    /// fixes it: `certificate verify failed (self-signed certificate) for host example.org (...)`.
+    static func tlsMessage(_ reason: String, hostPort: String, verify: TLSVerifyReport? = nil) -> String {
+        let host = verify?.host ?? hostPort
+        guard reason == "certificate verify failed" else { return "\(reason) for host \(host)" }
+        let why = verify?.reason ?? "self-signed, expired, or issued by an authority that is not trusted?"
+        let fix = why == "certificate has expired" || why == "certificate is not yet valid"
+            ? "check the server's certificate and this machine's clock, or tls = { insecure = true } for testing"
+            : "trust its issuer with tls = { ca = \"file.pem\" }, or tls = { insecure = true } for testing"
+        return "certificate verify failed (\(why)) for host \(host) (\(fix))"
     }
 
-    static func timedOut(hostPort: String, timeout: TimeAmount) -> WebSocketConnectionError {
+    static func timedOut(hostPort: String, timeout: TimeAmount, proxy: ProxySettings? = nil) -> WebSocketConnectionError {
         let ms = timeout.nanoseconds / 1_000_000
         let seconds = ms % 1000 == 0 ? "\(ms / 1000) s" : "\(Double(ms) / 1000) s"
-        return WebSocketConnectionError(step: .timeout, message: "no connection to \(hostPort) within \(seconds)")
+        let via = proxy.map { " through \($0.name)" } ?? ""
+        return WebSocketConnectionError(step: .timeout, message: "no connection to \(hostPort)\(via) within \(seconds)")
     }
 
     static func describe(_ error: Error) -> String {

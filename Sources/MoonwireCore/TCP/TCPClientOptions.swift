@@ -18,6 +18,8 @@ public struct TCPClientOptions: Sendable {
     public var closeTimeout: TimeAmount
     /// TLS settings for `tls://`.
     public var tls: TLSOptions
+    /// The proxy to dial through; by default the one the environment names.
+    public var proxy: ProxyChoice = .environment
 
     /// The defaults of the scripting API: line framing, 10 s connect timeout, 5 s close
     /// timeout, system trust.

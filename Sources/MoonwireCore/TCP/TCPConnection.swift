@@ -45,6 +45,10 @@ public final class TCPConnection {
     private var connectTimer: Scheduled<Void>?
     private var pinVerifier: TLSPinVerifier?
     private var sslContext: NIOSSLContext?
+    /// The proxy of the current dial, if any.
+    private var proxy: ProxySettings?
+    /// What the current dial's certificate checks saw, for a refusal in words.
+    private var verifyReport: TLSVerifyReport?
 
     /// Creates an idle connection; nothing happens until ``connect(to:)``.
     public init(url: TCPURL, options: TCPClientOptions = TCPClientOptions(), eventLoop: EventLoop) {
@@ -74,23 +78,27 @@ public final class TCPConnection {
         let generation = self.generation
         self.state = .connecting
         self.pinVerifier = nil
+        self.verifyReport = nil
+        self.proxy = nil
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
-            self.dialFailed(generation, DialError.timedOut(hostPort: self.url.hostPort, timeout: timeout))
+            self.dialFailed(generation, DialError.timedOut(hostPort: self.url.hostPort, timeout: timeout, proxy: self.proxy))
         }
+        let proxy: ProxySettings?
+        do {
+            proxy = try self.options.proxy.resolve(for: .tcp(self.url))
+        } catch {
+            self.eventLoop.assumeIsolated().execute { self.dialFailed(generation, error) }
+            return
+        }
+        self.proxy = proxy
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
-        let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .connectTimeout(timeout)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
-            .channelOption(.recvAllocator, value: ChannelTuning.readAllocator)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try bound.value.configure(channel, generation: generation)
-                }
-            }
-        bootstrap.connect(host: self.url.host, port: self.url.port).assumeIsolated().whenComplete { result in
+        ClientDialer.dial(
+            on: self.eventLoop, host: self.url.host, port: self.url.port, proxy: proxy, timeout: timeout,
+            adopt: { channel in try bound.value.adopt(channel, generation: generation) },
+            configure: { channel in try bound.value.configure(channel, generation: generation) }
+        ).assumeIsolated().whenComplete { result in
             switch result {
             case .success(let channel):
                 guard generation == self.generation, self.state == .connecting else {
@@ -104,30 +112,24 @@ public final class TCPConnection {
         }
     }
 
-    private func configure(_ channel: Channel, generation: Int) throws {
+    private func adopt(_ channel: Channel, generation: Int) throws {
         guard generation == self.generation, self.state == .connecting else {
             throw WebSocketUsageError("dial superseded")
         }
         self.channel = channel
+    }
+
+    private func configure(_ channel: Channel, generation: Int) throws {
+        guard generation == self.generation, self.state == .connecting else {
+            throw WebSocketUsageError("dial superseded")
+        }
         let pipeline = channel.pipeline.syncOperations
         if self.url.secure {
-            let tls = self.options.tls
-            let context = try self.sslContext ?? tls.makeContext()
+            let context = try self.sslContext ?? self.options.tls.makeContext()
             self.sslContext = context
-            let serverName = tls.serverName ?? (self.url.hostIsIPAddress ? nil : self.url.host)
-            let handler: NIOSSLClientHandler
-            if tls.pinSHA256.isEmpty {
-                handler = try NIOSSLClientHandler(context: context, serverHostname: serverName)
-            } else {
-                let verifier = TLSPinVerifier(pins: tls.normalizedPins)
-                self.pinVerifier = verifier
-                handler = try NIOSSLClientHandler(
-                    context: context,
-                    serverHostname: serverName,
-                    customVerificationCallback: { chain, promise in verifier.verify(chain, promise) }
-                )
-            }
-            try pipeline.addHandler(handler)
+            let client = try self.options.tls.makeClientHandler(context: context, host: self.url.host, hostIsIPAddress: self.url.hostIsIPAddress, throughProxy: self.proxy != nil)
+            (self.pinVerifier, self.verifyReport) = (client.pins, client.report)
+            try pipeline.addHandler(client.handler)
             // The connection opens when the TLS handshake is done, not when TCP is.
             try pipeline.addHandler(TLSHandshakeWatcher { [weak self] result in
                 guard let self else { return }
@@ -168,7 +170,9 @@ public final class TCPConnection {
             hostPort: self.url.hostPort,
             timeout: self.options.connectTimeout,
             pinMismatch: self.pinVerifier?.mismatch,
-            pins: self.options.tls.pinList
+            pins: self.options.tls.pinList,
+            verify: self.verifyReport,
+            proxy: self.proxy
         )
     }
 

@@ -46,10 +46,13 @@ public struct TLSOptions: Sendable, Hashable {
     }
 
     /// Builds the NIOSSL context (loads CA and key files). Errors are `tls` connection errors.
-    func makeContext() throws(WebSocketConnectionError) -> NIOSSLContext {
+    /// Without `checkHostname`, the chain is verified but the name is left to the caller.
+    func makeContext(checkHostname: Bool = true) throws(WebSocketConnectionError) -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         if self.insecure && self.pinSHA256.isEmpty {
             configuration.certificateVerification = .none
+        } else if !checkHostname {
+            configuration.certificateVerification = .noHostnameVerification
         }
         if let caFile = self.caFile {
             configuration.trustRoots = .file(caFile)
@@ -65,6 +68,48 @@ public struct TLSOptions: Sendable, Hashable {
         } catch {
             throw WebSocketConnectionError(step: .tls, message: "cannot set up TLS: \(error)")
         }
+    }
+
+    /// The TLS handler of a client dial to `host` (SNI and verification use `serverName`
+    /// when set), with the pin check or the report that words a refusal.
+    ///
+    /// NIOSSL checks an IP address host against the address the socket is connected to:
+    /// through a proxy that is the proxy's, so there the certificate's IP addresses are
+    /// checked against the target's here instead.
+    func makeClientHandler(
+        context: NIOSSLContext, host: String, hostIsIPAddress: Bool, throughProxy: Bool
+    ) throws -> (handler: NIOSSLClientHandler, pins: TLSPinVerifier?, report: TLSVerifyReport?) {
+        let serverName = self.serverName ?? (hostIsIPAddress ? nil : host)
+        if throughProxy, serverName == nil, self.pinSHA256.isEmpty, !self.insecure {
+            let target = TLSVerifyReport.ipBytes(host)
+            let handler = try NIOSSLClientHandler._makeSSLClientHandler(
+                context: try self.makeContext(checkHostname: false),
+                serverHostname: nil,
+                additionalPeerCertificateVerificationCallback: { leaf, channel in
+                    let names = TLSVerifyReport.names(of: leaf)
+                    guard let target, TLSVerifyReport.ipAddresses(of: leaf).contains(target) else {
+                        let holder = names.isEmpty ? "" : ": it is for \(names.joined(separator: ", "))"
+                        return channel.eventLoop.makeFailedFuture(WebSocketConnectionError(
+                            step: .tls, message: "certificate verify failed (not for this host name\(holder)) for host \(host)"))
+                    }
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                }
+            )
+            return (handler, nil, nil)
+        }
+        guard self.pinSHA256.isEmpty else {
+            let verifier = TLSPinVerifier(pins: self.normalizedPins)
+            let handler = try NIOSSLClientHandler(
+                context: context,
+                serverHostname: serverName,
+                customVerificationCallback: { chain, promise in verifier.verify(chain, promise) }
+            )
+            return (handler, verifier, nil)
+        }
+        // The per-certificate callback (deprecated in favour of one that replaces BoringSSL's
+        // verification) is the only one that sees BoringSSL's verdict and the refused certificate.
+        let report = TLSVerifyReport(host: self.serverName ?? host)
+        return (try NIOSSLClientHandler(context: context, serverHostname: serverName, verificationCallback: report.observe), nil, report)
     }
 
     /// The pins normalised to bare base64.

@@ -32,6 +32,8 @@ public struct WebSocketClientOptions: Sendable {
     /// Split outgoing messages into frames of at most this many payload bytes; nil sends
     /// every message as one frame.
     public var fragmentSize: Int?
+    /// The proxy to dial through; by default the one the environment names.
+    public var proxy: ProxyChoice = .environment
 
     /// The defaults of the scripting API: 10 s connect timeout, 16 MiB messages, 5 s close
     /// timeout, no compression, system trust.

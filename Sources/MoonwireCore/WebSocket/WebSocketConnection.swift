@@ -63,6 +63,10 @@ public final class WebSocketConnection {
     private var connectTimer: Scheduled<Void>?
     private var upgrader: WebSocketClientUpgrader?
     private var pinVerifier: TLSPinVerifier?
+    /// The proxy of the current dial, if any.
+    private var proxy: ProxySettings?
+    /// What the current dial's certificate checks saw, for a refusal in words.
+    private var verifyReport: TLSVerifyReport?
     /// Loading trust roots is costly, so the context is kept across re-dials.
     private var sslContext: NIOSSLContext?
 
@@ -96,28 +100,32 @@ public final class WebSocketConnection {
         let generation = self.generation
         self.state = .connecting
         self.pinVerifier = nil
+        self.verifyReport = nil
+        self.proxy = nil
         self.upgrader = nil
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
             self.dialFailed(
                 generation,
-                DialError.timedOut(hostPort: self.url.hostHeader, timeout: timeout)
+                DialError.timedOut(hostPort: self.url.hostHeader, timeout: timeout, proxy: self.proxy)
             )
         }
 
+        let proxy: ProxySettings?
+        do {
+            proxy = try self.options.proxy.resolve(for: .webSocket(self.url))
+        } catch {
+            self.eventLoop.assumeIsolated().execute { self.dialFailed(generation, error) }
+            return
+        }
+        self.proxy = proxy
         let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
-        let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .connectTimeout(timeout)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
-            .channelOption(.recvAllocator, value: ChannelTuning.readAllocator)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try bound.value.configure(channel, generation: generation)
-                }
-            }
-        bootstrap.connect(host: self.url.host, port: self.url.port).assumeIsolated().whenComplete { result in
+        ClientDialer.dial(
+            on: self.eventLoop, host: self.url.host, port: self.url.port, proxy: proxy, timeout: timeout,
+            adopt: { channel in try bound.value.adopt(channel, generation: generation) },
+            configure: { channel in try bound.value.configure(channel, generation: generation) }
+        ).assumeIsolated().whenComplete { result in
             switch result {
             case .success(let channel):
                 if generation != self.generation || self.state != .connecting {
@@ -129,30 +137,24 @@ public final class WebSocketConnection {
         }
     }
 
-    private func configure(_ channel: Channel, generation: Int) throws {
+    private func adopt(_ channel: Channel, generation: Int) throws {
         guard generation == self.generation, self.state == .connecting else {
             throw WebSocketUsageError("dial superseded")
         }
         self.channel = channel
+    }
+
+    private func configure(_ channel: Channel, generation: Int) throws {
+        guard generation == self.generation, self.state == .connecting else {
+            throw WebSocketUsageError("dial superseded")
+        }
         let pipeline = channel.pipeline.syncOperations
         if self.url.secure {
-            let tls = self.options.tls
-            let context = try self.sslContext ?? tls.makeContext()
+            let context = try self.sslContext ?? self.options.tls.makeContext()
             self.sslContext = context
-            let serverName = tls.serverName ?? (self.url.hostIsIPAddress ? nil : self.url.host)
-            let handler: NIOSSLClientHandler
-            if tls.pinSHA256.isEmpty {
-                handler = try NIOSSLClientHandler(context: context, serverHostname: serverName)
-            } else {
-                let verifier = TLSPinVerifier(pins: tls.normalizedPins)
-                self.pinVerifier = verifier
-                handler = try NIOSSLClientHandler(
-                    context: context,
-                    serverHostname: serverName,
-                    customVerificationCallback: { chain, promise in verifier.verify(chain, promise) }
-                )
-            }
-            try pipeline.addHandler(handler)
+            let client = try self.options.tls.makeClientHandler(context: context, host: self.url.host, hostIsIPAddress: self.url.hostIsIPAddress, throughProxy: self.proxy != nil)
+            (self.pinVerifier, self.verifyReport) = (client.pins, client.report)
+            try pipeline.addHandler(client.handler)
         }
 
         let upgrader = WebSocketClientUpgrader(
@@ -347,7 +349,8 @@ public final class WebSocketConnection {
         default:
             return DialError.classify(
                 error, hostPort: self.url.hostHeader, timeout: self.options.connectTimeout,
-                pinMismatch: self.pinVerifier?.mismatch, pins: self.options.tls.pinList
+                pinMismatch: self.pinVerifier?.mismatch, pins: self.options.tls.pinList,
+                verify: self.verifyReport, proxy: self.proxy
             )
         }
     }
