@@ -46,6 +46,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -72,7 +73,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "moonwire-bench",
-            dependencies: ["MoonwireLua", "CLuaShim"],
+            dependencies: [
+                "MoonwireLua", "MoonwireCore", "CLuaShim",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "bench/Sources/moonwire-bench"
         ),
         .testTarget(
