@@ -28,9 +28,9 @@ bin="$work/moonwire"
 objcopy --strip-debug "$built" "$bin"
 
 if [ "${SERVER:-picows}" = moonwire ]; then
-    "$bin" run bench/servers/echo.lua 0 > "$work/server.out" &
+    "$bin" run bench/servers/echo.lua 0 > "$work/server.out" 2>/dev/null &
 else
-    "$venv/bin/python" bench/peers/echo_picows.py 0 > "$work/server.out" &
+    "$venv/bin/python" bench/peers/echo_picows.py 0 > "$work/server.out" 2>/dev/null &
 fi
 server_pid=$!
 for _ in $(seq 200); do grep -q READY "$work/server.out" && break; sleep 0.05; done
