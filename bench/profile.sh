@@ -4,8 +4,11 @@
 #   bench/profile.sh rtt 32                 rtt, 32-byte text messages
 #   bench/profile.sh pipelined 1024         pipelined, 1 KiB binary messages
 #   SERVER=moonwire bench/profile.sh rtt 32 against bench/servers/echo.lua instead of picows
+#   bench/profile.sh heartbeat 300          300 idle connections with a 1 s heartbeat
+#                                           (bench/clients/conns_client.lua, moonwire echo)
 # Each measurement runs the client twice, with N and 2N messages and no warm-up, and
-# divides the difference by N, so start-up and teardown cancel out. Prints one line per
+# divides the difference by N, so start-up and teardown cancel out (heartbeat: held 4 s
+# and 8 s, divided by the pings sent in between, counted by callgrind: per ping + pong). Prints one line per
 # measurement: instructions per message, then system calls per message by name.
 # Knobs: N (2000; 500 at 64 KiB), MOONWIRE_BIN (release build), BENCH_VENV,
 # KEEP (a directory: keep the callgrind.out files there for callgrind_annotate).
@@ -13,7 +16,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:-rtt}
 size=${2:-32}
-if [ "$size" -ge 65536 ]; then n=${N:-500}; else n=${N:-2000}; fi
+if [ "$workload" = heartbeat ]; then
+    n=4 per=$((size * 4)) SERVER=moonwire   # per: the expected pings, for strace
+elif [ "$size" -ge 65536 ]; then
+    n=${N:-500}; per=$n
+else
+    n=${N:-2000}; per=$n
+fi
 built=${MOONWIRE_BIN:-$(swift build -c release --show-bin-path)/moonwire}
 venv=${BENCH_VENV:-/tmp/moonwire-benchvenv}
 for tool in valgrind strace objcopy; do
@@ -41,8 +50,12 @@ type=text
 
 client() { # N, then the tool's command line
     local count=$1; shift
-    "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
-        --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 > "$work/client.out"
+    if [ "$workload" = heartbeat ]; then
+        "$@" "$bin" run bench/clients/conns_client.lua "ws://127.0.0.1:$port/" "$size" 1 "$count" > "$work/client.out"
+    else
+        "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
+            --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 > "$work/client.out"
+    fi
     grep -q '"ok":true' "$work/client.out" || { echo "profile: client failed: $(cat "$work/client.out")" >&2; exit 1; }
 }
 
@@ -59,9 +72,19 @@ syscalls() { # N -> "name calls" lines
 
 i1=$(instructions "$n")
 i2=$(instructions $((2 * n)))
-echo "$workload $size B: $(( (i2 - i1) / n )) instructions per message (callgrind, client, n=$n vs $((2 * n)))"
+if [ "$workload" = heartbeat ]; then
+    # Pings sent, from callgrind's call counts: a late timer under valgrind sends fewer.
+    pings() {
+        callgrind_annotate --tree=caller --threshold=100 "$work/cg.$1" 2>/dev/null \
+            | awk '/^ *$/ {blk = ""; next} {blk = blk "\n" $0} /\*  .*WebSocketChannelHandlerC4ping/ {print blk}' \
+            | grep -o '([0-9,]*x)' | tr -d '(),x' | awk '{s += $1} END {print s + 0}'
+    }
+    per=$(( $(pings $((2 * n))) - $(pings "$n") ))
+    [ "$per" -gt 0 ] || { echo "profile: no pings counted" >&2; exit 1; }
+fi
+echo "$workload $size: $(( (i2 - i1) / per )) instructions per message (callgrind, client, n=$n vs $((2 * n)))"
 syscalls "$n" > "$work/s1"
 syscalls $((2 * n)) > "$work/s2"
-echo "$workload $size B: system calls per message (strace -c -f, client):"
-awk -v n="$n" 'NR == FNR {a[$1] = $2; next} {d = ($2 - a[$1]) / n; if (d >= 0.005 || d <= -0.005) printf "  %-16s %.3f\n", $1, d}' \
+echo "$workload $size: system calls per message (strace -c -f, client):"
+awk -v n="$per" 'NR == FNR {a[$1] = $2; next} {d = ($2 - a[$1]) / n; if (d >= 0.005 || d <= -0.005) printf "  %-16s %.3f\n", $1, d}' \
     "$work/s1" "$work/s2" | sort -k2 -nr
