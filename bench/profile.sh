@@ -42,7 +42,7 @@ else
     "$venv/bin/python" bench/peers/echo_picows.py 0 > "$work/server.out" 2>/dev/null &
 fi
 server_pid=$!
-for _ in $(seq 200); do grep -q READY "$work/server.out" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -qs READY "$work/server.out" && break; sleep 0.05; done
 port=$(awk '/READY/{print $2; exit}' "$work/server.out")
 [ -n "$port" ] || { echo "profile: the echo server did not start" >&2; exit 1; }
 type=text

@@ -32,16 +32,18 @@ for ((i = 0; i < pairs; i++)); do
     pids+=($!)
 done
 for ((i = 0; i < pairs; i++)); do
-    for _ in $(seq 200); do grep -q READY "$work/server.$i" && break; sleep 0.05; done
+    for _ in $(seq 200); do grep -qs READY "$work/server.$i" && break; sleep 0.05; done
     url=$(awk '/READY/{print $2}' "$work/server.$i")
     [ -n "$url" ] || { echo "spread: server $i did not start" >&2; exit 1; }
     "$bin" run bench/spread_clients.lua "$url" "$(share $i)" "$rounds" > "$work/clients.$i" &
     pids+=($!)
 done
 # Every server has all its clients: start the rounds half a second from now.
+deadline=$((SECONDS + 180))
 for ((i = 0; i < pairs; i++)); do
-    until grep -q CONNECTED "$work/server.$i"; do
+    until grep -qs CONNECTED "$work/server.$i"; do
         kill -0 "${pids[$i]}" 2>/dev/null || { echo "spread: server $i ended before its clients connected" >&2; exit 1; }
+        [ $SECONDS -lt $deadline ] || { echo "spread: server $i's clients did not all connect within 180 s" >&2; exit 1; }
         sleep 0.1
     done
 done

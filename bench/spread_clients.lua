@@ -20,19 +20,29 @@ local function report()
   mw.exit(0)
 end
 
-for _ = 1, clients do
-  local c = mw.connect(url, { heartbeat = false, reconnect = false })
-  c:on_message(function(_, msg)
-    local now = mw.now()
-    local round, stamp = msg:match("^(%d+) (%S+)")
-    round = tonumber(round)
-    first[round] = first[round] or now
-    last[round] = now
-    count[round] = (count[round] or 0) + 1
-    local bucket = math.floor((now - tonumber(stamp)) * 1e4)
-    latency[bucket] = (latency[bucket] or 0) + 1
-    if round == rounds and count[round] == 1 then mw.after(1, report) end
-  end)
+local function on_message(_, msg)
+  local now = mw.now()
+  local round, stamp = msg:match("^(%d+) (%S+)")
+  round = tonumber(round)
+  first[round] = first[round] or now
+  last[round] = now
+  count[round] = (count[round] or 0) + 1
+  local bucket = math.floor((now - tonumber(stamp)) * 1e4)
+  latency[bucket] = (latency[bucket] or 0) + 1
+  if round == rounds and count[round] == 1 then mw.after(1, report) end
 end
+
+-- At most 200 handshakes in flight: 10 000 dials at once overflow the server's
+-- accept backlog and time out.
+local next_index = 1
+local function dialer()
+  while next_index <= clients do
+    next_index = next_index + 1
+    local c = mw.connect(url, { heartbeat = false, reconnect = false, connect_timeout = 60 })
+    c:on_message(on_message)
+    if not c:wait_open(60) then io.stderr:write("spread_clients: a connection did not open\n") end
+  end
+end
+for _ = 1, math.min(200, clients) do mw.spawn(dialer) end
 -- A round that never comes: report what came.
 mw.after(rounds * 0.05 + 300, report)

@@ -413,7 +413,7 @@ def section_spread():
 def spread_run(clients, rounds):
     wait_for_ports(clients)
     argv = ["bash", os.path.join(BENCH, "spread.sh"), str(clients), str(rounds)]
-    rc, out, err, timed_out, wall = CHILDREN.run(argv, rounds * 0.05 + 180, env={"MOONWIRE_BIN": CFG.bin},
+    rc, out, err, timed_out, wall = CHILDREN.run(argv, rounds * 0.05 + 300, env={"MOONWIRE_BIN": CFG.bin},
                                                  cwd=ROOT)
     res = last_json(out) or {"error": "no JSON line"}
     res["ok"] = rc == 0 and not timed_out and res.get("complete_rounds") == rounds
