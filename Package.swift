@@ -47,6 +47,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
@@ -75,7 +76,12 @@ let package = Package(
         ),
         .executableTarget(
             name: "moonwire-bench",
-            dependencies: ["MoonwireLua", "CLuaShim"],
+            dependencies: [
+                "MoonwireLua", "MoonwireCore", "CLuaShim",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "bench/Sources/moonwire-bench"
         ),
         .testTarget(

@@ -42,7 +42,9 @@ extension LuaState {
 
     /// The object behind a userdata of class `name`, or nil (another type, or already released).
     public func object<T: AnyObject>(at index: Int32, class name: String, as _: T.Type = T.self) -> T? {
-        guard let slot = luaL_testudata(L, index, name),
+        // withCString: the class names are literals, read in place (the implicit
+        // conversion built a C string on the heap per method call).
+        guard let slot = name.withCString({ luaL_testudata(L, index, $0) }),
             let pointer = slot.load(as: UnsafeMutableRawPointer?.self)
         else { return nil }
         // One Swift class per metatable name (push(object:class:) is the only way in),

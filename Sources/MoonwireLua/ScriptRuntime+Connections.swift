@@ -180,9 +180,11 @@ extension ScriptRuntime {
     /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
     private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
         let c = try connection(args)
-        let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+        let sent = try args.withMessage(at: 2, kindAt: 3) { bytes, kind in
+            now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
+        }
         let refusal: String
-        switch now ? c.connection.sendNow(buffer, kind: kind) : c.connection.send(buffer, kind: kind) {
+        switch sent {
         case .sent, .queued:
             args.lua.push(true)
             return 1

@@ -277,13 +277,23 @@ extension ScriptRuntime {
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
     func message(at index: Int32, kindAt kindIndex: Int32) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
+        try withMessage(at: index, kindAt: kindIndex) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
+    }
+
+    /// Like ``message(at:kindAt:)``, handing `body` the Lua string's own bytes (valid for
+    /// the call only) instead of a copy.
+    func withMessage<R>(
+        at index: Int32,
+        kindAt kindIndex: Int32,
+        _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
+    ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
         let requested: WebSocketMessageKind? = isNoneOrNil(kindIndex) ? nil : try withBytes(kindIndex) { name throws(LuaArgumentError) in
             if name.elementsEqual("binary".utf8) { return .binary }
             if name.elementsEqual("text".utf8) { return .text }
             throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(String(decoding: name, as: UTF8.self))\"")
         }
-        return try withBytes(index) { bytes throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) in
+        return try withBytes(index) { bytes throws(LuaArgumentError) -> R in
             func isText() -> Bool {
                 var validator = UTF8Validator()
                 return validator.feed(bytes) && validator.isComplete
@@ -296,7 +306,7 @@ extension LuaArguments {
                 kind = .text
             case .binary?: kind = .binary
             }
-            return (ByteBuffer(bytes: bytes), kind)
+            return body(bytes, kind)
         }
     }
 }

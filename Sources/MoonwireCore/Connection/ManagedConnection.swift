@@ -124,7 +124,11 @@ public final class ManagedConnection {
     public var recorder: ConnectionRecorder?
     /// Where the connection's events (debug), messages (trace) and reconnect attempts
     /// (info) are logged; nil logs nothing. See ``ConnectionLog``.
-    public var logger: Logger?
+    public var logger: Logger? {
+        didSet { tracing = logger.map { $0.logLevel <= .trace } ?? false }
+    }
+    /// Messages are logged (trace): known without copying the logger per message.
+    private var tracing = false
     /// The URL dialled, as logged.
     private var urlText: String
     /// Why the open transport refused the last message `send` answered `.closed` for
@@ -148,7 +152,7 @@ public final class ManagedConnection {
     private var openingHandlers = false
     private var openInfo: WebSocketOpenInfo?
     private var retryTimer: Scheduled<Void>?
-    private var heartbeatTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
+    private var heartbeatTimer = HeartbeatTimer()
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
     private var ignoringSocket = false
     private var droppedByLastClose = 0
@@ -198,19 +202,51 @@ public final class ManagedConnection {
         return offer(data, kind: kind, direct: openingHandlers && !holding)
     }
 
+    /// ``send(_:kind:)`` from bytes valid only for the call (a Lua string's): framed
+    /// straight from them when the socket can take the message now, so the payload is
+    /// copied once, into the frame.
+    public func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> SendResult {
+        guard lifecycle.sendRoute != .refuse else { return .closed }
+        return offer(bytes: bytes, kind: kind, direct: openingHandlers && !holding)
+    }
+
+    /// ``sendNow(_:kind:)`` from bytes valid only for the call.
+    public func sendNow(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> SendResult {
+        guard lifecycle.sendRoute == .send else { return .closed }
+        return offer(bytes: bytes, kind: kind, direct: true)
+    }
+
+    private func offer(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, direct: Bool) -> SendResult {
+        // Recording and trace logging keep the message: they take the buffered path.
+        if recorder != nil || tracing {
+            return offer(ByteBuffer(bytes: bytes), kind: kind, direct: direct)
+        }
+        lastRefusal = nil
+        return result(of: outbound.offer(bytes: bytes, kind: kind, direct: direct))
+    }
+
     /// Hands a message to the outbound budget: written now, queued, or refused.
     private func offer(_ data: ByteBuffer, kind: WebSocketMessageKind, direct: Bool) -> SendResult {
         lastRefusal = nil
-        switch outbound.offer(OutboundMessage(data, kind: kind), direct: direct) {
+        let offer = outbound.offer(OutboundMessage(data, kind: kind), direct: direct)
+        switch offer {
         case .sent:
             recorder?.message(data, kind: kind, outgoing: true)
-            if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
-            return .sent
+            if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
         case .queued, .dropped:
             // Logged and recorded as it is taken (the flush sends it without another line).
             recorder?.message(data, kind: kind, outgoing: true)
-            if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data)) (queued)") }
-            return .queued
+            if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data)) (queued)") }
+        case .full, .tooLarge, .unsendable:
+            break
+        }
+        return result(of: offer)
+    }
+
+    private func result(of offer: OutboundBuffer.Offer) -> SendResult {
+        switch offer {
+        case .sent: return .sent
+        case .queued, .dropped: return .queued
         case .full: return .queueFull
         case .tooLarge: return .tooLarge
         // A message the open transport cannot carry (a TCP framing's limits): lastRefusal says why.
@@ -317,8 +353,7 @@ public final class ManagedConnection {
             armHeartbeat()
         case .stopHeartbeat:
             heartbeat.stop()
-            heartbeatTimer?.task.cancel()
-            heartbeatTimer = nil
+            heartbeatTimer.disarm()
         case .notifyOpen(let reconnects):
             logger?.debug("open: \(urlText)\(openInfo?.subprotocol.map { " (protocol \($0))" } ?? "")")
             let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
@@ -370,22 +405,12 @@ public final class ManagedConnection {
         }
     }
 
-    /// One timer at the heartbeat's next deadline. Traffic only moves deadlines
-    /// later, so a timer that fires early finds nothing due and is armed again.
     private func armHeartbeat() {
-        guard let deadline = heartbeat.nextDeadline else {
-            heartbeatTimer?.task.cancel()
-            heartbeatTimer = nil
-            return
-        }
-        if let armed = heartbeatTimer, armed.deadline <= deadline { return }
-        heartbeatTimer?.task.cancel()
-        let task = eventLoop.scheduleTask(deadline: deadline) { [weak self] in
+        heartbeatTimer.arm(at: heartbeat.nextDeadline, on: eventLoop) { [weak self] in
             guard let self else { return }
-            self.heartbeatTimer = nil
+            self.heartbeatTimer.fired()
             self.heartbeatDue()
         }
-        heartbeatTimer = (deadline, task)
     }
 
     private func heartbeatDue() {
@@ -425,9 +450,17 @@ public final class ManagedConnection {
     }
 
     fileprivate func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
+        write { () throws(WebSocketUsageError) in try socket.send(message.data, kind: message.kind) }
+    }
+
+    fileprivate func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+        write { () throws(WebSocketUsageError) in try socket.send(bytes: bytes, kind: kind) }
+    }
+
+    private func write(_ send: () throws(WebSocketUsageError) -> Void) -> OutboundBuffer.WriteOutcome {
         guard socket.state == .open else { return .down }
         do {
-            try socket.send(message.data, kind: message.kind)
+            try send()
         } catch where socket.state == .open {
             // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
             lastRefusal = error.description
@@ -449,7 +482,7 @@ public final class ManagedConnection {
 
     fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         let now = NIODeadline.now()
-        if let logger, logger.logLevel <= .trace { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
+        if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
             delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
             heartbeat.didReceiveReply(at: now)
@@ -489,6 +522,9 @@ private final class SocketEvents: TransportDelegate, OutboundWriter {
     weak var owner: ManagedConnection?
 
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome { owner?.writeOutbound(message) ?? .down }
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+        owner?.writeOutbound(bytes: bytes, kind: kind) ?? .down
+    }
     func outboundDrained() { owner?.outboundDrained() }
     func outboundFirstReachedBudget() { owner?.outboundFirstReachedBudget() }
 

@@ -35,12 +35,21 @@ public struct OutboundMessage {
 public protocol OutboundWriter: AnyObject {
     /// Hands one message to the transport.
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome
+    /// Hands one message to the transport from bytes valid only for the call.
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome
     /// `buffered` fell back under half the byte budget after the budget was reached
     /// (`on_drain`, and what `drain()` waits for).
     func outboundDrained()
     /// The budget turned a message away (refused or dropped) for the first time on this
     /// connection: the one warning the log gets.
     func outboundFirstReachedBudget()
+}
+
+extension OutboundWriter {
+    /// Copies the bytes into a buffer of their own and writes that.
+    public func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+        self.writeOutbound(OutboundMessage(ByteBuffer(bytes: bytes), kind: kind))
+    }
 }
 
 /// The outbound budget of one connection (client or server peer, WebSocket or TCP): what
@@ -159,7 +168,22 @@ public final class OutboundBuffer {
     /// With `direct`, it is written at once even ahead of the queue or while held (what
     /// `on_open` sends goes before what was queued); it still must fit the byte budget.
     public func offer(_ message: OutboundMessage, direct: Bool = false) -> Offer {
-        let size = message.size
+        self.offer(size: message.size, direct: direct, write: { self.writer?.writeOutbound(message) ?? .down }, message: { message })
+    }
+
+    /// Like ``offer(_:direct:)`` for bytes valid only for the call (a Lua string's): written
+    /// straight from them when the socket can take the message now; copied into a buffer
+    /// of their own only when it has to wait in the queue.
+    public func offer(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, direct: Bool = false) -> Offer {
+        self.offer(
+            size: bytes.count,
+            direct: direct,
+            write: { self.writer?.writeOutbound(bytes: bytes, kind: kind) ?? .down },
+            message: { OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
+        )
+    }
+
+    private func offer(size: Int, direct: Bool, write: () -> WriteOutcome, message: () -> OutboundMessage) -> Offer {
         guard size <= self.queue.byteLimit else { return .tooLarge }
         if let channel = self.channel {
             // A message that could pass the budget on top of what the channel holds (only a
@@ -171,7 +195,7 @@ public final class OutboundBuffer {
                     self.reached()
                     return .full
                 }
-                switch self.writer?.writeOutbound(message) ?? .down {
+                switch write() {
                 case .written:
                     self.unflushed += size
                     if self.unflushed >= self.highWater {
@@ -187,7 +211,7 @@ public final class OutboundBuffer {
                 }
             }
         }
-        let result = self.queue.enqueue(message, size: size, alsoBuffered: self.channelBuffered)
+        let result = self.queue.enqueue(message(), size: size, alsoBuffered: self.channelBuffered)
         switch result {
         case .queued:
             if self.channel?.isWritable == true { self.flush() }

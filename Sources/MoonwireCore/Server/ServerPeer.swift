@@ -38,7 +38,7 @@ public final class ServerPeer {
     private(set) var isConnected = false
     private(set) var isClosed = false
     private var heartbeat: HeartbeatMonitor
-    private var heartbeatTimer: (deadline: NIODeadline, task: Scheduled<Void>)?
+    private var heartbeatTimer = HeartbeatTimer()
     private var resumeTimer: Scheduled<Void>?
     /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
     /// close frame came back (the peer does not read, so it rarely does).
@@ -257,25 +257,16 @@ public final class ServerPeer {
 
     private func stopHeartbeat() {
         self.heartbeat.stop()
-        self.heartbeatTimer?.task.cancel()
-        self.heartbeatTimer = nil
+        self.heartbeatTimer.disarm()
     }
 
-    /// One timer at the next deadline; traffic only moves deadlines later, so a timer that
-    /// fires early finds nothing due and is armed again.
     private func armHeartbeat() {
-        guard let deadline = self.heartbeat.nextDeadline else {
-            self.stopHeartbeat()
-            return
-        }
-        if let armed = self.heartbeatTimer, armed.deadline <= deadline { return }
-        self.heartbeatTimer?.task.cancel()
-        let task = self.channel.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+        guard self.heartbeat.nextDeadline != nil else { return self.stopHeartbeat() }
+        self.heartbeatTimer.arm(at: self.heartbeat.nextDeadline, on: self.channel.eventLoop) { [weak self] in
             guard let self else { return }
-            self.heartbeatTimer = nil
+            self.heartbeatTimer.fired()
             self.heartbeatDue()
         }
-        self.heartbeatTimer = (deadline, task)
     }
 
     private func heartbeatDue() {

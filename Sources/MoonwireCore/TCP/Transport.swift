@@ -44,12 +44,23 @@ public protocol Transport: AnyObject {
     func dial(_ url: TransportURL?) throws(WebSocketUsageError)
     /// Sends a whole message (TCP ignores `kind`). Throws when not open.
     func send(_ data: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketUsageError)
+    /// Sends a whole message from bytes valid only for the duration of the call (a Lua
+    /// string's): a transport that can frames them without an intermediate buffer.
+    func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError)
     /// Sends a WebSocket ping; throws for TCP.
     func ping(_ payload: ByteBuffer) throws(WebSocketUsageError)
     /// Ends the connection in order (close handshake / FIN after pending writes).
     func close(code: UInt16, reason: String) throws(WebSocketUsageError)
     /// Drops the connection at once; an open one reports 1006 by network.
     func abort()
+}
+
+extension Transport {
+    /// Copies the bytes into a buffer of their own and sends that (TCP, whose framing
+    /// encodes from a buffer).
+    public func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+        try self.send(ByteBuffer(bytes: bytes), kind: kind)
+    }
 }
 
 /// Receives a ``Transport``'s events, on its loop. Same order as

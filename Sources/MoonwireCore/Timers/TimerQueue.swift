@@ -1,7 +1,9 @@
+import HeapModule
 import NIOCore
 
 /// A priority queue of deadlines, earliest first; equal deadlines come out in
-/// the order they were added.
+/// the order they were added. A min-heap (swift-collections' `Heap`) of
+/// (deadline, insertion number, element).
 ///
 /// Pure data structure, no I/O: `TimerScheduler` drives it from an event loop.
 ///
@@ -12,17 +14,22 @@ import NIOCore
 /// q.popFirst(dueBy: .uptimeNanoseconds(15))   // "a"
 /// ```
 public struct TimerQueue<Element> {
-    private struct Entry {
+    private struct Entry: Comparable {
         var deadline: NIODeadline
         var sequence: UInt64
         var element: Element
 
-        func precedes(_ other: Entry) -> Bool {
-            deadline != other.deadline ? deadline < other.deadline : sequence < other.sequence
+        static func < (a: Entry, b: Entry) -> Bool {
+            a.deadline != b.deadline ? a.deadline < b.deadline : a.sequence < b.sequence
+        }
+
+        // Sequences are unique, so two entries are never equal.
+        static func == (a: Entry, b: Entry) -> Bool {
+            a.deadline == b.deadline && a.sequence == b.sequence
         }
     }
 
-    private var heap: [Entry] = []
+    private var heap = Heap<Entry>()
     private var nextSequence: UInt64 = 0
 
     public init() {}
@@ -31,54 +38,25 @@ public struct TimerQueue<Element> {
     public var isEmpty: Bool { heap.isEmpty }
 
     /// The earliest deadline, if any.
-    public var firstDeadline: NIODeadline? { heap.first?.deadline }
+    public var firstDeadline: NIODeadline? { heap.min?.deadline }
 
     public mutating func insert(_ element: Element, at deadline: NIODeadline) {
-        heap.append(Entry(deadline: deadline, sequence: nextSequence, element: element))
+        heap.insert(Entry(deadline: deadline, sequence: nextSequence, element: element))
         nextSequence &+= 1
-        siftUp(heap.count - 1)
     }
 
     /// The earliest element, if any.
-    public var first: Element? { heap.first?.element }
+    public var first: Element? { heap.min?.element }
 
     /// Removes and returns the earliest element whose deadline is at or before `now`.
     public mutating func popFirst(dueBy now: NIODeadline) -> Element? {
-        guard let first = heap.first, first.deadline <= now else { return nil }
-        removeFirst()
+        guard let first = heap.min, first.deadline <= now else { return nil }
+        heap.removeMin()
         return first.element
     }
 
     /// Removes the earliest element; the queue must not be empty.
     public mutating func removeFirst() {
-        let last = heap.removeLast()
-        if !heap.isEmpty {
-            heap[0] = last
-            siftDown(0)
-        }
-    }
-
-    private mutating func siftUp(_ start: Int) {
-        var child = start
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard heap[child].precedes(heap[parent]) else { return }
-            heap.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    private mutating func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            let left = 2 * parent + 1
-            guard left < heap.count else { return }
-            let right = left + 1
-            var best = left
-            if right < heap.count && heap[right].precedes(heap[left]) { best = right }
-            guard heap[best].precedes(heap[parent]) else { return }
-            heap.swapAt(best, parent)
-            parent = best
-        }
+        heap.removeMin()
     }
 }

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOPosix
 
 /// One-shot and repeating timers on one event loop, fired in deadline order.
 ///
@@ -42,13 +43,33 @@ public final class TimerScheduler {
     /// Timers scheduled and not yet fired (one-shot) or cancelled.
     public var count: Int { timers.count }
 
+    /// The scheduler of `eventLoop` shared by whoever asks for it (every connection's
+    /// heartbeat on that loop), so thousands of connections arm one NIO task between them
+    /// instead of one each. Call on `eventLoop`.
+    public static func shared(on eventLoop: EventLoop) -> TimerScheduler {
+        eventLoop.preconditionInEventLoop()
+        if let scheduler = perThread.currentValue, scheduler.eventLoop === eventLoop { return scheduler }
+        let scheduler = TimerScheduler(eventLoop: eventLoop)
+        perThread.currentValue = scheduler
+        return scheduler
+    }
+
+    // One per loop thread; an embedded loop runs on its caller's thread, hence the check
+    // of the loop in `shared(on:)`.
+    private static let perThread = ThreadSpecificVariable<TimerScheduler>()
+
     /// Schedules `fire` after `delay`, then every `interval` if one is given.
     @discardableResult
     public func schedule(after delay: TimeAmount, every interval: TimeAmount? = nil, _ fire: @escaping () -> Void) -> ID {
+        self.schedule(at: now() + max(delay, .zero), every: interval, fire)
+    }
+
+    /// Schedules `fire` at `deadline`, then every `interval` if one is given.
+    @discardableResult
+    public func schedule(at deadline: NIODeadline, every interval: TimeAmount? = nil, _ fire: @escaping () -> Void) -> ID {
         eventLoop.preconditionInEventLoop()
         let id = ID(value: nextID)
         nextID &+= 1
-        let deadline = now() + max(delay, .zero)
         timers[id] = Timer(deadline: deadline, interval: interval.map { max($0, .nanoseconds(1)) }, fire: fire)
         queue.insert(id, at: deadline)
         rearm()

@@ -127,6 +127,19 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
         }
     }
 
+    /// Sends a whole message from bytes the caller owns for the duration of the call (a
+    /// Lua string): framed and masked straight from them when it goes out as one
+    /// uncompressed frame, else through ``send(_:kind:)``.
+    func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+        guard let context = self.context, case .open = self.closing.state, self.outboundMessage == nil,
+            !(self.deflate?.shouldCompress(bytes.count) ?? false), bytes.count <= self.fragmentSize ?? .max
+        else {
+            return try self.send(ByteBuffer(bytes: bytes), kind: kind)
+        }
+        let opcode: UInt8 = kind == .text ? 0x1 : 0x2
+        self.write(self.writer.frame(opcode: opcode, payload: bytes, allocator: context.channel.allocator))
+    }
+
     /// Sends one fragment of a message whose size the caller does not know up front.
     func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
         guard let context = self.context, case .open = self.closing.state else {

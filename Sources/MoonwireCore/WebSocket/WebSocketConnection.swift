@@ -243,6 +243,16 @@ public final class WebSocketConnection {
         self.stats.bytesSent += data.readableBytes
     }
 
+    /// Sends a whole message from bytes valid for the duration of the call, without first
+    /// copying them into a buffer of their own (see ``Transport/send(bytes:kind:)``).
+    public func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+        self.eventLoop.assertInEventLoop()
+        guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
+        try handler.send(bytes: bytes, kind: kind)
+        self.stats.messagesSent += 1
+        self.stats.bytesSent += bytes.count
+    }
+
     /// Sends one fragment of a message built piece by piece; the message ends with the
     /// fragment whose `isFinal` is true. Other messages cannot be sent in between.
     public func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {

@@ -26,15 +26,25 @@ struct WebSocketFrameWriter {
         payload: ByteBuffer,
         allocator: ByteBufferAllocator
     ) -> ByteBuffer {
-        let length = payload.readableBytes
+        payload.withUnsafeReadableBytes { self.frame(opcode: opcode, fin: fin, rsv1: rsv1, payload: $0, allocator: allocator) }
+    }
+
+    /// A new buffer holding the whole frame for the bytes at `payload` (a Lua string's):
+    /// header and masked payload written in one pass, the payload's only copy.
+    mutating func frame(
+        opcode: UInt8,
+        fin: Bool = true,
+        rsv1: Bool = false,
+        payload: UnsafeRawBufferPointer,
+        allocator: ByteBufferAllocator
+    ) -> ByteBuffer {
+        let length = payload.count
         let headerSize = Self.headerSize(payload: length)
         var out = allocator.buffer(capacity: headerSize + length)
         let key = self.masks.next()
         out.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + length) { dst in
             Self.writeHeader(into: dst, opcode: opcode, fin: fin, rsv1: rsv1, length: length, key: key)
-            payload.withUnsafeReadableBytes { src in
-                Self.mask(src, into: UnsafeMutableRawBufferPointer(rebasing: dst[headerSize...]), key: key)
-            }
+            Self.mask(payload, into: UnsafeMutableRawBufferPointer(rebasing: dst[headerSize...]), key: key)
             return headerSize + length
         }
         return out
@@ -121,8 +131,15 @@ struct WebSocketFrameWriter {
 /// keys), read in batches so a key does not cost a system call. One pool per event-loop
 /// thread, shared by the connections on it: a pool per connection would cost 4 KiB each.
 struct WebSocketMaskKeys {
+    // The pool of the thread that framed first: a handler frames on its channel's loop
+    // only, so the thread-specific lookup (and its retain) happens once, not per frame.
+    private var pool: MaskKeyPool?
+
     mutating func next() -> UInt32 {
-        MaskKeyPool.current.next()
+        if let pool = self.pool { return pool.next() }
+        let pool = MaskKeyPool.current
+        self.pool = pool
+        return pool.next()
     }
 }
 

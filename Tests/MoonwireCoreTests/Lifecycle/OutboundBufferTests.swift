@@ -22,6 +22,51 @@ extension LifecycleTests {
             func outboundFirstReachedBudget() { self.warnings += 1 }
         }
 
+        /// Records which path a message took: straight from the caller's bytes, or as a buffer.
+        final class BytesWriter: OutboundWriter {
+            var written: [String] = []
+            var fromBytes = 0
+
+            func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
+                self.written.append(String(buffer: message.data))
+                return .written
+            }
+            func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+                self.fromBytes += 1
+                self.written.append(String(decoding: bytes, as: UTF8.self))
+                return .written
+            }
+            func outboundDrained() {}
+            func outboundFirstReachedBudget() {}
+        }
+
+        static func offer(_ text: String, to buffer: OutboundBuffer) -> OutboundBuffer.Offer {
+            Array(text.utf8).withUnsafeBytes { buffer.offer(bytes: $0, kind: .text) }
+        }
+
+        /// A Lua string's bytes are framed from where they are when the socket takes them;
+        /// a message that must wait is copied into the queue (the bytes are gone after the
+        /// call) and comes out in order with the rest.
+        @Test func bytesGoStraightOutOrAreCopiedIntoTheQueue() throws {
+            let channel = EmbeddedChannel()
+            let buffer = OutboundBuffer(limit: 3, bytes: 1000)
+            let writer = BytesWriter()
+            buffer.writer = writer
+            buffer.attach(channel)
+            #expect(Self.offer("a", to: buffer) == .sent)
+            #expect(writer.fromBytes == 1)
+            channel.isWritable = false
+            #expect(Self.offer("b", to: buffer) == .queued)
+            #expect(buffer.offer(Self.message("c")) == .queued)
+            #expect(Self.offer("d", to: buffer) == .queued)
+            #expect(Self.offer("e", to: buffer) == .full)
+            #expect(Self.offer(String(repeating: "x", count: 1001), to: buffer) == .tooLarge)
+            channel.isWritable = true
+            channel.pipeline.fireChannelWritabilityChanged()
+            #expect(writer.written == ["a", "b", "c", "d"])
+            #expect(writer.fromBytes == 1, "only the message sent at once used the caller's bytes")
+        }
+
         static func message(_ text: String) -> OutboundMessage {
             OutboundMessage(ByteBuffer(string: text), kind: .text)
         }

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Per-message cost of the moonwire client, in numbers machine load does not change:
+# user-space instructions (valgrind callgrind) and system calls (strace -c -f).
+#   bench/profile.sh rtt 32                 rtt, 32-byte text messages
+#   bench/profile.sh pipelined 1024         pipelined, 1 KiB binary messages
+#   SERVER=moonwire bench/profile.sh rtt 32 against bench/servers/echo.lua instead of picows
+#   bench/profile.sh heartbeat 300          300 idle connections with a 1 s heartbeat
+#                                           (bench/clients/conns_client.lua, moonwire echo)
+# Each measurement runs the client twice, with N and 2N messages and no warm-up, and
+# divides the difference by N, so start-up and teardown cancel out (heartbeat: held 4 s
+# and 8 s, divided by the pings sent in between, counted by callgrind: per ping + pong). Prints one line per
+# measurement: instructions per message, then system calls per message by name.
+# Knobs: N (2000; 500 at 64 KiB), MOONWIRE_BIN (release build), BENCH_VENV,
+# KEEP (a directory: keep the callgrind.out files there for callgrind_annotate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+workload=${1:-rtt}
+size=${2:-32}
+if [ "$workload" = heartbeat ]; then
+    n=4 per=$((size * 4)) SERVER=moonwire   # per: the expected pings, for strace
+elif [ "$size" -ge 65536 ]; then
+    n=${N:-500}; per=$n
+else
+    n=${N:-2000}; per=$n
+fi
+built=${MOONWIRE_BIN:-$(swift build -c release --show-bin-path)/moonwire}
+venv=${BENCH_VENV:-/tmp/moonwire-benchvenv}
+for tool in valgrind strace objcopy; do
+    command -v $tool >/dev/null || { echo "profile: $tool missing (apt-get install valgrind strace binutils)" >&2; exit 2; }
+done
+work=$(mktemp -d)
+server_pid=""
+trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
+# Debian's valgrind cannot read the DWARF 5 the Swift toolchain writes; the symbol
+# table is enough for per-function counts.
+bin="$work/moonwire"
+objcopy --strip-debug "$built" "$bin"
+
+if [ "${SERVER:-picows}" = moonwire ]; then
+    "$bin" run bench/servers/echo.lua 0 > "$work/server.out" 2>/dev/null &
+else
+    "$venv/bin/python" bench/peers/echo_picows.py 0 > "$work/server.out" 2>/dev/null &
+fi
+server_pid=$!
+for _ in $(seq 200); do grep -qs READY "$work/server.out" && break; sleep 0.05; done
+port=$(awk '/READY/{print $2; exit}' "$work/server.out")
+[ -n "$port" ] || { echo "profile: the echo server did not start" >&2; exit 1; }
+type=text
+[ "$workload" = rtt ] || type=binary
+
+client() { # N, then the tool's command line
+    local count=$1; shift
+    if [ "$workload" = heartbeat ]; then
+        "$@" "$bin" run bench/clients/conns_client.lua "ws://127.0.0.1:$port/" "$size" 1 "$count" > "$work/client.out"
+    else
+        "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
+            --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 > "$work/client.out"
+    fi
+    grep -q '"ok":true' "$work/client.out" || { echo "profile: client failed: $(cat "$work/client.out")" >&2; exit 1; }
+}
+
+instructions() { # N -> total instructions of the run (every thread)
+    client "$1" valgrind --tool=callgrind --callgrind-out-file="$work/cg.$1" -q
+    [ -z "${KEEP:-}" ] || cp "$work/cg.$1" "$KEEP/callgrind.out.$workload-$size-$1"
+    awk '/^(summary|totals):/{print $2; exit}' "$work/cg.$1"
+}
+
+syscalls() { # N -> "name calls" lines
+    client "$1" strace -c -f -o "$work/st.$1"
+    awk '$1 ~ /^[0-9.]+$/ && NF >= 5 {print $NF, $4}' "$work/st.$1"
+}
+
+i1=$(instructions "$n")
+i2=$(instructions $((2 * n)))
+if [ "$workload" = heartbeat ]; then
+    # Pings sent, from callgrind's call counts: a late timer under valgrind sends fewer.
+    pings() {
+        callgrind_annotate --tree=caller --threshold=100 "$work/cg.$1" 2>/dev/null \
+            | awk '/^ *$/ {blk = ""; next} {blk = blk "\n" $0} /\*  .*WebSocketChannelHandlerC4ping/ {print blk}' \
+            | grep -o '([0-9,]*x)' | tr -d '(),x' | awk '{s += $1} END {print s + 0}'
+    }
+    per=$(( $(pings $((2 * n))) - $(pings "$n") ))
+    [ "$per" -gt 0 ] || { echo "profile: no pings counted" >&2; exit 1; }
+fi
+echo "$workload $size: $(( (i2 - i1) / per )) instructions per message (callgrind, client, n=$n vs $((2 * n)))"
+syscalls "$n" > "$work/s1"
+syscalls $((2 * n)) > "$work/s2"
+echo "$workload $size: system calls per message (strace -c -f, client):"
+awk -v n="$per" 'NR == FNR {a[$1] = $2; next} {d = ($2 - a[$1]) / n; if (d >= 0.005 || d <= -0.005) printf "  %-16s %.3f\n", $1, d}' \
+    "$work/s1" "$work/s2" | sort -k2 -nr
