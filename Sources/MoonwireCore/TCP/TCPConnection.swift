@@ -45,6 +45,7 @@ public final class TCPConnection {
     private var connectTimer: Scheduled<Void>?
     private var pinVerifier: TLSPinVerifier?
     private var sslContext: NIOSSLContext?
+    private let dialTimer = DialTimer()
 
     /// Creates an idle connection; nothing happens until ``connect(to:)``.
     public init(url: TCPURL, options: TCPClientOptions = TCPClientOptions(), eventLoop: EventLoop) {
@@ -74,6 +75,7 @@ public final class TCPConnection {
         let generation = self.generation
         self.state = .connecting
         self.pinVerifier = nil
+        self.dialTimer.start(hostIsIPAddress: self.url.hostIsIPAddress)
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
@@ -137,6 +139,7 @@ public final class TCPConnection {
                 }
             })
         }
+        try pipeline.addHandler(self.dialTimer.handler(secure: self.url.secure))
         let framed = FramedChannelHandler(framing: self.options.framing, closeTimeout: self.options.closeTimeout, owner: self)
         try pipeline.addHandler(framed)
         self.handler = framed
@@ -147,7 +150,8 @@ public final class TCPConnection {
         self.connectTimer?.cancel()
         self.connectTimer = nil
         self.state = .open
-        self.delegate?.transportDidOpen(self, info: WebSocketOpenInfo(subprotocol: nil, headers: [:], compression: nil))
+        let timing = self.dialTimer.finish(secure: self.url.secure, handshake: false)
+        self.delegate?.transportDidOpen(self, info: WebSocketOpenInfo(subprotocol: nil, headers: [:], compression: nil, timing: timing))
     }
 
     private func dialFailed(_ generation: Int, _ error: WebSocketConnectionError) {

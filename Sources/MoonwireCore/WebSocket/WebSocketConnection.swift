@@ -65,6 +65,7 @@ public final class WebSocketConnection {
     private var pinVerifier: TLSPinVerifier?
     /// Loading trust roots is costly, so the context is kept across re-dials.
     private var sslContext: NIOSSLContext?
+    private let dialTimer = DialTimer()
 
     /// Creates an idle connection; nothing happens until ``connect(to:)``.
     public init(url: WebSocketURL, options: WebSocketClientOptions = WebSocketClientOptions(), eventLoop: EventLoop) {
@@ -97,6 +98,7 @@ public final class WebSocketConnection {
         self.state = .connecting
         self.pinVerifier = nil
         self.upgrader = nil
+        self.dialTimer.start(hostIsIPAddress: self.url.hostIsIPAddress)
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
@@ -154,6 +156,7 @@ public final class WebSocketConnection {
             }
             try pipeline.addHandler(handler)
         }
+        try pipeline.addHandler(self.dialTimer.handler(secure: self.url.secure))
 
         let upgrader = WebSocketClientUpgrader(
             protocols: self.options.protocols,
@@ -214,7 +217,10 @@ public final class WebSocketConnection {
         self.connectTimer?.cancel()
         self.connectTimer = nil
         self.state = .open
-        let info = WebSocketOpenInfo(subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate)
+        let info = WebSocketOpenInfo(
+            subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate,
+            timing: self.dialTimer.finish(secure: self.url.secure, handshake: true)
+        )
         self.delegate?.connectionDidOpen(self, info: info)
     }
 
