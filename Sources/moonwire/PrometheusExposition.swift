@@ -123,7 +123,7 @@ final class PrometheusExposition: @unchecked Sendable {
         case .counter:
             let counter = counters[key] ?? registry.makeCounter(descriptor: families[0], labels: labels)
             counters[key] = counter
-            let value = metric.value ?? 0
+            let value = max(0, metric.value ?? 0)  // swift-prometheus traps on a negative increment
             counter.reset()
             if value == value.rounded(), abs(value) < 1e15 { counter.increment(by: Int64(value)) } else { counter.increment(by: value) }
         case .gauge:

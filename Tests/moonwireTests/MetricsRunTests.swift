@@ -397,6 +397,8 @@ import Testing
         let r = try CommandRunner.run(["run", "--summary", "--summary-json", dir + "/s.json", "examples/load_rate.lua", "-", "40", "0.5"])
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
         #expect(r.stdout.contains("started 20, missed 0 (shard 1/1)"), "\(r.stdout)")
+        #expect(r.stdout.contains("connected in ") && r.stdout.contains(": dns 0.00 ms, tcp "), "\(r.stdout)")
+        #expect(Self.cell(r.stdout, "connect_handshake", "count") == 1, "\(r.stdout)")
         #expect(r.stdout.contains("pass  request_latency:p99 < 0.5"), "\(r.stdout)")
         #expect(Self.cell(r.stdout, "answers{kind=\"echo\"}", "count") == 20, "\(r.stdout)")
     }
