@@ -72,6 +72,10 @@ final class PrometheusExposition: @unchecked Sendable {
         for (name, series) in byName.sorted(by: { $0.key < $1.key }) {
             guard claim(Self.exposedNames(of: name, kind: series[0].kind), for: name) else { continue }
             let names = Set(series.flatMap(\.tags.keys)).union(shard.map(\.0)).sorted()
+            if series[0].kind == .histogram, let reserved = names.first(where: { $0 == "le" || $0 == "quantile" }) {
+                leaveOff(name, because: "its tag '\(reserved)' is a label Prometheus histograms and quantiles use")
+                continue
+            }
             if let registered = labelNames[name], registered != names { unregister(name) }
             labelNames[name] = names
             for metric in series {
@@ -107,13 +111,15 @@ final class PrometheusExposition: @unchecked Sendable {
 
     private func claim(_ names: [String], for metric: String) -> Bool {
         if let taken = names.first(where: { owners[$0].map { $0 != metric } ?? false }) {
-            if reported.insert(metric).inserted {
-                warn("metric '\(metric)' is not on /metrics: its Prometheus name \(taken) is taken by metric '\(owners[taken]!)'")
-            }
+            leaveOff(metric, because: "its Prometheus name \(taken) is taken by metric '\(owners[taken]!)'")
             return false
         }
         for n in names { owners[n] = metric }
         return true
+    }
+
+    private func leaveOff(_ metric: String, because reason: String) {
+        if reported.insert(metric).inserted { warn("metric '\(metric)' is not on /metrics: \(reason)") }
     }
 
     private func update(_ metric: MetricsSnapshot.Metric, labels: [(String, String)], duration: Double) {

@@ -74,6 +74,15 @@ import Testing
         #expect(warnings.lines == ["metric 'a_total' is not on /metrics: its Prometheus name moonwire_a_total is taken by metric 'a'"])
     }
 
+    @Test func aHistogramTaggedLeIsLeftOffWithAWarning() throws {
+        let m = MetricsRegistry()
+        m.observe(try m.register(.histogram, name: "size", tags: ["le": "x"]), 1)
+        let warnings = Warnings()
+        let text = PrometheusExposition { warnings.lines.append($0) }.render(m.snapshot(duration: 1))
+        #expect(!text.contains("moonwire_size"), "\(text)")
+        #expect(warnings.lines == ["metric 'size' is not on /metrics: its tag 'le' is a label Prometheus histograms and quantiles use"])
+    }
+
     @Test func countersAndGaugesFollowTheSnapshot() throws {
         let m = MetricsRegistry()
         let c = try m.register(.counter, name: "messages_in")
