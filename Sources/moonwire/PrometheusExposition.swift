@@ -57,7 +57,7 @@ final class PrometheusExposition: @unchecked Sendable {
     private let lock = NSLock()
     private let warn: (String) -> Void
 
-    /// `warn` hears once about each metric left off the scrape (its Prometheus name is another's).
+    /// `warn` hears once about each metric left off the scrape, and why.
     init(warn: @escaping (String) -> Void) {
         self.warn = warn
     }
@@ -97,7 +97,8 @@ final class PrometheusExposition: @unchecked Sendable {
         case .counter: return [descriptor(name, unit: "total")]
         case .gauge: return [descriptor(name, unit: "")]
         case .histogram:
-            let base = name.hasSuffix("_seconds") ? String(name.dropLast(8)) : name
+            // swift-prometheus traps on an empty name: "_seconds" keeps its own.
+            let base = name.hasSuffix("_seconds") && name.count > 8 ? String(name.dropLast(8)) : name
             return [descriptor(base, unit: "seconds"), descriptor(base + "_quantile", unit: "seconds")]
         }
     }

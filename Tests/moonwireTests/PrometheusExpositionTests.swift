@@ -39,8 +39,10 @@ import Testing
     @Test func emptyHistogramsHaveNoQuantilesYet() throws {
         let m = MetricsRegistry()
         _ = try m.register(.histogram, name: "ping_rtt")
+        _ = try m.register(.histogram, name: "_seconds")
         let text = PrometheusExposition { _ in }.render(m.snapshot(duration: 1))
         #expect(text.contains("moonwire_ping_rtt_seconds_count 0"), "\(text)")
+        #expect(text.contains("moonwire__seconds_seconds_count 0"), "\(text)")
         #expect(!text.contains("quantile"), "\(text)")
     }
 
