@@ -55,6 +55,29 @@ import Testing
         #expect((expect.min ?? 1) < 0.02)
     }
 
+    /// Inside mw.rate, the first c:expect of a call counts from when the call
+    /// was meant to start: a start the loop was too busy to make on time shows.
+    @Test func expectInsideRateCountsFromTheIntendedStart() throws {
+        let harness = ScriptHarness()
+        try harness.run("""
+            local server = assert(mw.listen("ws://127.0.0.1:0/"))
+            server:on_message(function(peer, msg) peer:send("re:" .. msg) end)
+            local c = mw.connect(server:url())
+            assert(c:wait_open(5))
+            -- Starts at 0 and 0.1 s; the loop is busy from 0.05 s to 0.35 s.
+            mw.after(0.05, function() local t = mw.now(); while mw.now() - t < 0.3 do end end)
+            mw.rate { rate = 10, duration = 0.2, fn = function(n)
+              c:send("x" .. n)
+              assert(c:expect("^re:x" .. n .. "$", 5))
+            end }
+            c:close()
+            server:close()
+            """)
+        let expect = try #require(try Self.statistics(harness)["expect_latency"])
+        #expect(expect.count == 2)
+        #expect((expect.max ?? 0) >= 0.25, "the second start waited for the busy loop: \(expect.max ?? 0)")
+    }
+
     @Test func everyDialThatOpensAddsItsSteps() throws {
         let harness = ScriptHarness()
         try harness.run("""
