@@ -3,6 +3,7 @@
 -- when each request was meant to start, so a stalled server shows in the
 -- figures instead of hiding them (coordinated omission corrected). With no URL
 -- (or "-") it starts an echo server of its own that answers after DELAY seconds.
+-- It also prints how long each step of the dial took (c:stats().connect).
 --   moonwire run --summary examples/load_rate.lua [URL [RATE [DURATION [DELAY]]]]
 --   moonwire run --shard 2/4 --summary-json part2.json examples/load_rate.lua
 local url = mw.args[1] ~= "-" and mw.args[1] or nil
@@ -27,6 +28,12 @@ end
 
 local c = mw.connect(url)
 assert(c:wait_open(5))
+local steps = c:stats().connect
+local parts = {}
+for _, step in ipairs { "dns", "tcp", "tls", "handshake" } do
+  if steps[step] then parts[#parts + 1] = ("%s %.2f ms"):format(step, steps[step] * 1000) end
+end
+print(("connected in %.2f ms: %s"):format(steps.total * 1000, table.concat(parts, ", ")))
 
 local answered = mw.metrics.counter("answers", { kind = "echo" })
 local result = mw.rate {

@@ -24,7 +24,7 @@ final class LuaConnection: ManagedConnectionDelegate {
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {
         guard let runtime else { return }
-        runtime.metrics.opened(self)
+        runtime.metrics.opened(self, timing: info.timing)
         runtime.dispatch(.open, for: self) { lua in
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }

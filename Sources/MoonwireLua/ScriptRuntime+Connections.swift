@@ -108,6 +108,15 @@ extension ScriptRuntime {
                     .text("buffered"): .integer(Int64(s.buffered)), .text("dropped"): .integer(Int64(s.dropped)),
                 ]
                 if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
+                if let timing = s.connectTiming {
+                    // The last dial that opened, in seconds: { dns, tcp, tls?, handshake?, total }.
+                    var steps: [LuaValue: LuaValue] = [:]
+                    let named: [(String, TimeAmount?)] = [
+                        ("dns", timing.dns), ("tcp", timing.tcp), ("tls", timing.tls), ("handshake", timing.handshake), ("total", timing.total),
+                    ]
+                    for case let (name, amount?) in named { steps[.text(name)] = .number(RunMetrics.seconds(amount)) }
+                    table[.text("connect")] = .table(steps)
+                }
                 args.lua.push(LuaValue.table(table))
                 return 1
             }

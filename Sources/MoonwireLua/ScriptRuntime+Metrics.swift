@@ -16,7 +16,8 @@ public final class RunMetrics {
     public internal(set) var thresholds: [Threshold] = []
     public var shard: Shard?
 
-    let connectTime, recoverTime, requestLatency, pingRTT: MetricsRegistry.ID
+    let connectTime, recoverTime, requestLatency, expectLatency, pingRTT: MetricsRegistry.ID
+    let connectDNS, connectTCP, connectTLS, connectHandshake: MetricsRegistry.ID
     let messagesIn, messagesOut, bytesIn, bytesOut, reconnects, dropped, refused, errors: MetricsRegistry.ID
     let connectionsOpen, queueDepth: MetricsRegistry.ID
 
@@ -34,8 +35,9 @@ public final class RunMetrics {
 
     /// The built-in metrics: every run has them, so thresholds can name them.
     public static let builtInNames = [
-        "connect_time", "recover_time", "request_latency", "ping_rtt", "messages_in", "messages_out", "bytes_in", "bytes_out",
-        "reconnects", "dropped", "refused", "errors", "connections_open", "queue_depth",
+        "connect_time", "connect_dns", "connect_tcp", "connect_tls", "connect_handshake", "recover_time", "request_latency",
+        "expect_latency", "ping_rtt", "messages_in", "messages_out", "bytes_in", "bytes_out", "reconnects", "dropped", "refused",
+        "errors", "connections_open", "queue_depth",
     ]
 
     init() {
@@ -45,8 +47,13 @@ public final class RunMetrics {
             try! registry.register(kind, name: name)  // constant names, checked by the tests
         }
         connectTime = id(.histogram, "connect_time")
+        connectDNS = id(.histogram, "connect_dns")
+        connectTCP = id(.histogram, "connect_tcp")
+        connectTLS = id(.histogram, "connect_tls")
+        connectHandshake = id(.histogram, "connect_handshake")
         recoverTime = id(.histogram, "recover_time")
         requestLatency = id(.histogram, "request_latency")
+        expectLatency = id(.histogram, "expect_latency")
         pingRTT = id(.histogram, "ping_rtt")
         messagesIn = id(.counter, "messages_in")
         messagesOut = id(.counter, "messages_out")
@@ -68,8 +75,16 @@ public final class RunMetrics {
         timing[ObjectIdentifier(c)] = ConnectionTiming(dialed: .now())
     }
 
-    func opened(_ c: LuaConnection) {
+    /// Every dial that opened adds its steps (`timing`), reconnects included;
+    /// `connect_time` counts once, from `mw.connect` to the first open.
+    func opened(_ c: LuaConnection, timing steps: ConnectTiming?) {
         let now = NIODeadline.now()
+        if let steps {
+            registry.observe(connectDNS, Self.seconds(steps.dns))
+            registry.observe(connectTCP, Self.seconds(steps.tcp))
+            if let tls = steps.tls { registry.observe(connectTLS, Self.seconds(tls)) }
+            if let handshake = steps.handshake { registry.observe(connectHandshake, Self.seconds(handshake)) }
+        }
         guard var t = timing[ObjectIdentifier(c)] else { return }
         if let lost = t.lost {
             registry.observe(recoverTime, Self.seconds(now - lost))

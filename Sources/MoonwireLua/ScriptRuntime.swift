@@ -317,6 +317,8 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("shard_count", table: -2)
         lua.push(metrics.requestLatency.index)
         lua.setField("request_latency", table: -2)
+        lua.push(metrics.expectLatency.index)
+        lua.setField("expect_latency", table: -2)
         do {
             try lua.call(arguments: 1, results: 3)
         } catch {

@@ -1,86 +1,35 @@
 import Foundation
 import MoonwireCore
+import MoonwireLua
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// `GET /metrics` in the Prometheus text format (version 0.0.4): counters
-/// and gauges as they are, histograms as summaries (quantiles read from the
-/// HDR histogram, with _sum and _count). Names get the `moonwire_` prefix and
-/// times the `_seconds` suffix; the shard, if any, is a label on every line.
+/// `GET /metrics` in the Prometheus text format (version 0.0.4), written by
+/// swift-prometheus from each scrape's snapshot: see ``PrometheusExposition`` for
+/// how the metrics map.
 enum PrometheusEndpoint {
     static func bind(host: String, port: Int, group: EventLoopGroup, snapshot: @escaping @Sendable () -> EventLoopFuture<MetricsSnapshot>) throws -> Channel {
-        try ServerBootstrap(group: group)
+        let exposition = PrometheusExposition { ScriptRuntime.writeToStderr("moonwire: \($0)") }
+        return try ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(Handler(snapshot: snapshot))
+                    channel.pipeline.addHandler(Handler(exposition: exposition, snapshot: snapshot))
                 }
             }
             .bind(host: host, port: port).wait()
     }
 
-    static let quantiles = [0.5, 0.9, 0.99, 0.999]
-
-    /// The exposition text of `snapshot`.
-    static func render(_ snapshot: MetricsSnapshot) -> String {
-        var out = ""
-        let shardLabel = snapshot.shards.first.map { ["shard": $0.description] } ?? [:]
-        var byName: [String: [MetricStatistics]] = [:]
-        var kinds: [String: MetricsRegistry.Kind] = [:]
-        for s in snapshot.statistics() {
-            byName[s.key.name, default: []].append(s)
-            kinds[s.key.name] = s.kind
-        }
-        for name in byName.keys.sorted() {
-            let rows = byName[name]!
-            switch kinds[name]! {
-            case .counter:
-                let full = "moonwire_" + name + "_total"
-                out += "# TYPE \(full) counter\n"
-                for s in rows { out += line(full, s.key.tags.merging(shardLabel) { a, _ in a }, s.count) }
-            case .gauge:
-                let full = "moonwire_" + name
-                out += "# TYPE \(full) gauge\n"
-                for s in rows { out += line(full, s.key.tags.merging(shardLabel) { a, _ in a }, s.value ?? 0) }
-            case .histogram:
-                let full = "moonwire_" + name + (name.hasSuffix("_seconds") ? "" : "_seconds")
-                out += "# TYPE \(full) summary\n"
-                for s in rows {
-                    let tags = s.key.tags.merging(shardLabel) { a, _ in a }
-                    for q in quantiles {
-                        out += line(full, tags.merging(["quantile": String(q)]) { a, _ in a }, s.percentile(q * 100) ?? .nan)
-                    }
-                    out += line(full + "_sum", tags, (s.mean ?? 0) * s.count)
-                    out += line(full + "_count", tags, s.count)
-                }
-            }
-        }
-        return out
-    }
-
-    private static func line(_ name: String, _ labels: [String: String], _ value: Double) -> String {
-        let rendered = labels.isEmpty ? "" : "{" + labels.sorted { $0.key < $1.key }.map { "\($0.key)=\"\(escape($0.value))\"" }.joined(separator: ",") + "}"
-        return "\(name)\(rendered) \(format(value))\n"
-    }
-
-    private static func escape(_ v: String) -> String {
-        v.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
-    }
-
-    private static func format(_ v: Double) -> String {
-        if v.isNaN { return "NaN" }
-        if v == v.rounded() && abs(v) < 1e15 { return String(Int64(v)) }
-        return String(v)
-    }
-
     final class Handler: ChannelInboundHandler, @unchecked Sendable {
         typealias InboundIn = HTTPServerRequestPart
         typealias OutboundOut = HTTPServerResponsePart
+        let exposition: PrometheusExposition
         let snapshot: @Sendable () -> EventLoopFuture<MetricsSnapshot>
         private var path = ""
 
-        init(snapshot: @escaping @Sendable () -> EventLoopFuture<MetricsSnapshot>) {
+        init(exposition: PrometheusExposition, snapshot: @escaping @Sendable () -> EventLoopFuture<MetricsSnapshot>) {
+            self.exposition = exposition
             self.snapshot = snapshot
         }
 
@@ -97,7 +46,7 @@ enum PrometheusEndpoint {
                 }
                 snapshot().hop(to: loop).whenComplete { [self] result in
                     switch result {
-                    case .success(let s): respond(bound.value, status: .ok, body: PrometheusEndpoint.render(s))
+                    case .success(let s): respond(bound.value, status: .ok, body: exposition.render(s))
                     case .failure: respond(bound.value, status: .serviceUnavailable, body: "the run has ended\n")
                     }
                 }

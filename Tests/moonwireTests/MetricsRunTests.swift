@@ -325,13 +325,21 @@ import Testing
             fams = {f.name: f for f in text_string_to_metric_families(text)}
             for f in sorted(fams): print(f, fams[f].type)
             req = fams["moonwire_request_latency_seconds"]
-            assert req.type == "summary", req.type
+            assert req.type == "histogram", req.type
             count = [s for s in req.samples if s.name.endswith("_count")][0]
             assert count.value == 1 and count.labels == {"shard": "2/3"}, count
+            inf = [s for s in req.samples if s.labels.get("le") == "+Inf"][0]
+            assert inf.value == 1, inf
             job = fams["moonwire_job_seconds"]
-            q = [s for s in job.samples if s.labels.get("quantile") == "0.5"][0]
-            assert abs(q.value - 0.25) < 0.001 and q.labels["kind"] == "x", q
+            below = [s for s in job.samples if s.labels.get("le") == "0.1"][0]
+            above = [s for s in job.samples if s.labels.get("le") == "0.25"][0]
+            assert below.value == 0 and above.value == 1 and above.labels["kind"] == "x", (below, above)
+            quantiles = fams["moonwire_job_quantile_seconds"]
+            assert quantiles.type == "gauge", quantiles.type
+            q = [s for s in quantiles.samples if s.labels.get("quantile") == "0.5"][0]
+            assert abs(q.value - 0.25) < 0.001 and q.labels["kind"] == "x" and q.labels["shard"] == "2/3", q
             assert fams["moonwire_messages_out"].type == "counter"
+            assert fams["moonwire_connect_tcp_seconds"].type == "histogram"
             print("parsed", len(fams))
             """
         let r = try Self.runPython(python, check, endpoint)
@@ -389,6 +397,8 @@ import Testing
         let r = try CommandRunner.run(["run", "--summary", "--summary-json", dir + "/s.json", "examples/load_rate.lua", "-", "40", "0.5"])
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
         #expect(r.stdout.contains("started 20, missed 0 (shard 1/1)"), "\(r.stdout)")
+        #expect(r.stdout.contains("connected in ") && r.stdout.contains(": dns 0.00 ms, tcp "), "\(r.stdout)")
+        #expect(Self.cell(r.stdout, "connect_handshake", "count") == 1, "\(r.stdout)")
         #expect(r.stdout.contains("pass  request_latency:p99 < 0.5"), "\(r.stdout)")
         #expect(Self.cell(r.stdout, "answers{kind=\"echo\"}", "count") == 20, "\(r.stdout)")
     }

@@ -7,6 +7,9 @@ Sections, each configured by environment variables (see bench/README.md):
   rtt        32 B ping-pong, every peer client and moonwire against the picows
              echo server, plus moonwire against its own echo server
   pipelined  the same for windowed throughput at 32 B, 1 KiB and 64 KiB
+  drained    the moonwire client paced by its send budget vs pipelined
+  metrics    the moonwire pipelined 32 B client with metrics off vs on (--summary,
+             --summary-json, --metrics-port scraped every second)
   spread     bench/spread.sh: moonwire clients and moonwire's broadcasting server
   conns      thousands of idle moonwire connections with a heartbeat: memory and
              idle CPU per connection, client and server in separate processes
@@ -25,11 +28,14 @@ import resource
 import select
 import shlex
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(BENCH)
@@ -38,11 +44,11 @@ E = os.environ.get
 
 QUICK = {"N_RTT": "5000", "PIPE": "32:20000,1024:10000,65536:500", "CONNS": "200", "FANOUT_T": "3",
          "REPEAT": "1", "IDLE_CONNS": "200", "IDLE_SECONDS": "3", "SPREAD_CLIENTS": "200",
-         "SPREAD_ROUNDS": "20"}
+         "SPREAD_ROUNDS": "20", "METRICS_N": "100000"}
 KNOBS = ("QUICK", "WORKLOADS", "PEERS", "REPEAT", "N_RTT", "PIPE", "PIPE_TYPE", "CONNS", "FANOUT_T",
          "FANOUT_REPEAT", "CONNECT_CONCURRENCY", "IDLE_CONNS", "HEARTBEAT", "IDLE_SECONDS",
-         "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN")
-ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "drained", "spread", "conns", "fanout")
+         "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN", "METRICS_N")
+ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "drained", "metrics", "spread", "conns", "fanout")
 ALL_PEERS = ("node-ws", "websockets", "picows", "moonwire")
 PORT_BUDGET = 24000  # of the 28232 ephemeral ports (32768-60999); tcp_tw_reuse=2 reuses loopback ones
 SETTLE_S = 2
@@ -81,13 +87,14 @@ class Config:
         self.spread_clients = [int(x) for x in E("SPREAD_CLIENTS", "1000,10000,20000").split(",") if x]
         self.spread_rounds = int(E("SPREAD_ROUNDS", "100"))
         self.cpu = E("PIN_CPU", "1")
+        self.metrics_n = int(E("METRICS_N", "1000000"))
 
-    def peer_argv(self, peer):
+    def peer_argv(self, peer, run_flags=()):
         python = os.path.join(self.venv, "bin/python")
         return {"node-ws": ["node", os.path.join(PEERS_DIR, "node_ws_client.js")],
                 "websockets": [python, os.path.join(PEERS_DIR, "websockets_client.py")],
                 "picows": [python, os.path.join(PEERS_DIR, "picows_client.py")],
-                "moonwire": [self.bin, "run", os.path.join(BENCH, "clients/peerbench_client.lua")]}[peer]
+                "moonwire": [self.bin, "run", *run_flags, os.path.join(BENCH, "clients/peerbench_client.lua")]}[peer]
 
     def server_argv(self, server):
         return {"picows": [os.path.join(self.venv, "bin/python"), os.path.join(PEERS_DIR, "echo_picows.py"), "0"],
@@ -287,14 +294,19 @@ def peer_run(peer, server, spec, rep):
     except RuntimeError as e:
         log(f"  {peer} -> {server}: {e}")
         return dict(ids, ok=False, error=str(e))
-    argv = CFG.peer_argv(peer) + client_args(f"ws://127.0.0.1:{port}/", spec, peer)
+    argv = CFG.peer_argv(peer, spec.get("run_flags", ())) + client_args(f"ws://127.0.0.1:{port}/", spec, peer)
+    scraper = Scraper(spec["scrape_port"]) if spec.get("scrape_port") else None
     try:
         server_cpu0 = proc_cpu_s(srv.pid)
         rc, out, err, wall, timed_out, maxrss, cpu = run_timed(argv, spec["timeout"], pin)
         server_cpu1 = proc_cpu_s(srv.pid)
     finally:
         stop_server(srv)
+        if scraper:
+            scraper.finish()
     res = last_json(out) or {"ok": False, "error": "no JSON line"}
+    if scraper:
+        res["scrapes"] = scraper.scrapes
     if rc != 0 or timed_out:
         res["ok"] = False
     if not res.get("ok"):
@@ -346,6 +358,79 @@ def section_drained():
                 spec = {"workload": workload, "n": n, "size": size, "type": CFG.pipe_type, "timeout": 300}
                 runs.append(peer_run("moonwire", "picows", spec, rep))
     return runs
+
+
+class Scraper(threading.Thread):
+    """GETs /metrics on a port once a second while a client runs, as Prometheus
+    would (15 times as often as its default interval); counts the answers."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.url, self.scrapes, self.done = f"http://127.0.0.1:{port}/metrics", 0, threading.Event()
+        self.start()
+
+    def run(self):
+        while not self.done.wait(1.0):
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as answer:
+                    if answer.status == 200 and answer.read():
+                        self.scrapes += 1
+            except OSError:
+                pass  # not listening yet, or the run just ended
+
+    def finish(self):
+        self.done.set()
+        self.join()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def section_metrics():
+    """What measuring costs: the moonwire pipelined 32 B client against the picows
+    echo with metrics off (a plain run) and on (what a measured run with a
+    Prometheus scrape uses: --summary, --summary-json, --metrics-port, scraped
+    every second), alternating, REPEAT times each."""
+    runs = []
+    for rep in range(CFG.repeat):
+        for mode in (("off", "on") if rep % 2 == 0 else ("on", "off")):
+            spec = {"workload": "pipelined", "n": CFG.metrics_n, "size": 32, "type": CFG.pipe_type, "timeout": 300}
+            summary_file = None
+            if mode == "on":
+                fd, summary_file = tempfile.mkstemp(prefix="mwbench-summary", suffix=".json")
+                os.close(fd)
+                port = free_port()
+                spec.update(run_flags=["--summary", "--summary-json", summary_file, "--metrics-port", str(port)],
+                            scrape_port=port)
+            run = peer_run("moonwire", "picows", spec, rep)
+            if summary_file:
+                try:
+                    with open(summary_file) as f:
+                        run["summary_metrics"] = len(json.load(f).get("metrics", []))
+                except (OSError, ValueError):
+                    run["ok"], run["error"] = False, "no --summary-json file"
+                os.unlink(summary_file)
+            run.update(workload="metrics", mode=mode)
+            runs.append(run)
+    return runs
+
+
+def summarize_metrics(runs):
+    def rate(mode):
+        return median([r.get("msgs_per_s") for r in runs if r["mode"] == mode])
+    off, on = rate("off"), rate("on")
+    on_runs = [r for r in runs if r["mode"] == "on"]
+    return [{"size": 32, "n": runs[0].get("n") if runs else None, "runs": len(runs),
+             "ok": all(r.get("ok") for r in runs), "off_msgs_per_s": off, "on_msgs_per_s": on,
+             "ratio": on / off if on and off else None,
+             "off_client_cpu_s": median([r.get("client_cpu_s") for r in runs if r["mode"] == "off"]),
+             "on_client_cpu_s": median([r.get("client_cpu_s") for r in on_runs]),
+             "scrapes": median([r.get("scrapes") for r in on_runs]),
+             "off_maxrss_kb": median([r.get("maxrss_kb") for r in runs if r["mode"] == "off"]),
+             "on_maxrss_kb": median([r.get("maxrss_kb") for r in on_runs])}]
 
 
 def summarize_drained(runs):
@@ -566,6 +651,9 @@ def targets(summary):
         row = find(summary.get("drained", []), size=size) or {}
         add(f"drained {fmt_size(size)}: drain-paced ≥ 0.9× pipelined msgs/s (moonwire → picows)",
             row.get("ratio"), "{:.2f}×", lambda v: v >= 0.9)
+    row = find(summary.get("metrics", []), size=32) or {}
+    add("metrics 32 B: pipelined with metrics on ≥ 0.95× metrics off msgs/s (moonwire → picows)",
+        row.get("ratio"), "{:.3f}×", lambda v: v >= 0.95)
     row = find(dispatch, measured=True) or {}
     add("dispatch < 0.5 µs (moonwire-bench dispatch_ns)", row.get("dispatch_ns"), "{:.0f} ns", lambda v: v < 500)
     return out
@@ -703,6 +791,18 @@ def render_md(meta, summary, runs, target_rows):
                           fmt(r["pipelined_msgs_per_s"]), fmt(r["drained_msgs_per_s"]),
                           fmt(r["drained_mib_per_s"], 1), fmt(r["ratio"], 2), fmt(r["refusals"]),
                           fmt(mib(r["maxrss_kb"]), 1)] for r in summary["drained"]]), ""]
+    if summary.get("metrics"):
+        lines += [f"## metrics — what measuring costs (moonwire pipelined client, picows echo, CPU {CFG.cpu})", "",
+                  "off: `moonwire run peerbench_client.lua …`; on: `moonwire run --summary --summary-json FILE "
+                  "--metrics-port PORT peerbench_client.lua …` with `/metrics` scraped every second; "
+                  "alternating, medians.", "",
+                  table(["size", "n", "runs", "ok", "off msgs/s", "on msgs/s", "on ÷ off", "off CPU s",
+                         "on CPU s", "scrapes per run", "off max RSS MiB", "on max RSS MiB"],
+                        [[fmt_size(r["size"]), f"{r['n']:,}" if r["n"] else "–", r["runs"], fmt(r["ok"]),
+                          fmt(r["off_msgs_per_s"]), fmt(r["on_msgs_per_s"]), fmt(r["ratio"], 3),
+                          fmt(r["off_client_cpu_s"], 2), fmt(r["on_client_cpu_s"], 2), fmt(r["scrapes"]),
+                          fmt(mib(r["off_maxrss_kb"]), 1), fmt(mib(r["on_maxrss_kb"]), 1)]
+                         for r in summary["metrics"]]), ""]
     if summary.get("fanout"):
         lines += ["## fanout", ""] + fanout_tables(summary["fanout"])
     if summary.get("conns"):
@@ -810,11 +910,12 @@ def main():
                 summary["echo"] = summarize_echo([r for r in runs if r.get("workload") in ("rtt", "pipelined")])
                 continue
             new = {"dispatch": section_dispatch, "spread": section_spread, "conns": section_conns,
-                   "fanout": section_fanout, "drained": section_drained}[workload]()
+                   "fanout": section_fanout, "drained": section_drained, "metrics": section_metrics}[workload]()
             for r in new:
                 r.setdefault("workload", workload)
             runs += new
-            summary[workload] = summarize_drained(new) if workload == "drained" else new
+            summarize = {"drained": summarize_drained, "metrics": summarize_metrics}.get(workload)
+            summary[workload] = summarize(new) if summarize else new
         complete = True
     except SystemExit as e:
         stopped = f"stopped by signal (exit {e.code})"

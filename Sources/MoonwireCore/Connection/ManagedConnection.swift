@@ -77,6 +77,8 @@ public final class ManagedConnection {
         public var subprotocol: String?
         public var headers: HTTPHeaders
         public var reconnects: Int
+        /// How long this dial's steps took (DNS, TCP, TLS, the WebSocket upgrade).
+        public var timing: ConnectTiming?
     }
 
     /// What `on_reconnect` answered.
@@ -116,6 +118,8 @@ public final class ManagedConnection {
         public var buffered = 0
         public var dropped = 0
         public var lastRTT: Double?
+        /// The steps of the last dial that opened.
+        public var connectTiming: ConnectTiming?
     }
 
     public let eventLoop: EventLoop
@@ -186,7 +190,8 @@ public final class ManagedConnection {
         return Stats(
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
             reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
-            lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 }
+            lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 },
+            connectTiming: openInfo?.timing
         )
     }
 
@@ -356,7 +361,9 @@ public final class ManagedConnection {
             heartbeatTimer.disarm()
         case .notifyOpen(let reconnects):
             logger?.debug("open: \(urlText)\(openInfo?.subprotocol.map { " (protocol \($0))" } ?? "")")
-            let info = OpenInfo(subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects)
+            let info = OpenInfo(
+                subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects, timing: openInfo?.timing
+            )
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
             // The on_open handlers ran: what was queued goes now, after what they sent;

@@ -49,6 +49,7 @@ public final class TCPConnection {
     private var proxy: ProxySettings?
     /// What the current dial's certificate checks saw, for a refusal in words.
     private var verifyReport: TLSVerifyReport?
+    private let dialTimer = DialTimer()
 
     /// Creates an idle connection; nothing happens until ``connect(to:)``.
     public init(url: TCPURL, options: TCPClientOptions = TCPClientOptions(), eventLoop: EventLoop) {
@@ -80,6 +81,7 @@ public final class TCPConnection {
         self.pinVerifier = nil
         self.verifyReport = nil
         self.proxy = nil
+        self.dialTimer.start(hostIsIPAddress: self.url.hostIsIPAddress)
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
@@ -139,6 +141,7 @@ public final class TCPConnection {
                 }
             })
         }
+        try pipeline.addHandler(self.dialTimer.handler(secure: self.url.secure))
         let framed = FramedChannelHandler(framing: self.options.framing, closeTimeout: self.options.closeTimeout, owner: self)
         try pipeline.addHandler(framed)
         self.handler = framed
@@ -149,7 +152,8 @@ public final class TCPConnection {
         self.connectTimer?.cancel()
         self.connectTimer = nil
         self.state = .open
-        self.delegate?.transportDidOpen(self, info: WebSocketOpenInfo(subprotocol: nil, headers: [:], compression: nil))
+        let timing = self.dialTimer.finish(secure: self.url.secure, handshake: false)
+        self.delegate?.transportDidOpen(self, info: WebSocketOpenInfo(subprotocol: nil, headers: [:], compression: nil, timing: timing))
     }
 
     private func dialFailed(_ generation: Int, _ error: WebSocketConnectionError) {

@@ -69,6 +69,7 @@ public final class WebSocketConnection {
     private var verifyReport: TLSVerifyReport?
     /// Loading trust roots is costly, so the context is kept across re-dials.
     private var sslContext: NIOSSLContext?
+    private let dialTimer = DialTimer()
 
     /// Creates an idle connection; nothing happens until ``connect(to:)``.
     public init(url: WebSocketURL, options: WebSocketClientOptions = WebSocketClientOptions(), eventLoop: EventLoop) {
@@ -103,6 +104,7 @@ public final class WebSocketConnection {
         self.verifyReport = nil
         self.proxy = nil
         self.upgrader = nil
+        self.dialTimer.start(hostIsIPAddress: self.url.hostIsIPAddress)
 
         let timeout = self.options.connectTimeout
         self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
@@ -156,6 +158,7 @@ public final class WebSocketConnection {
             (self.pinVerifier, self.verifyReport) = (client.pins, client.report)
             try pipeline.addHandler(client.handler)
         }
+        try pipeline.addHandler(self.dialTimer.handler(secure: self.url.secure))
 
         let upgrader = WebSocketClientUpgrader(
             protocols: self.options.protocols,
@@ -216,7 +219,10 @@ public final class WebSocketConnection {
         self.connectTimer?.cancel()
         self.connectTimer = nil
         self.state = .open
-        let info = WebSocketOpenInfo(subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate)
+        let info = WebSocketOpenInfo(
+            subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate,
+            timing: self.dialTimer.finish(secure: self.url.secure, handshake: true)
+        )
         self.delegate?.connectionDidOpen(self, info: info)
     }
 

@@ -46,6 +46,8 @@ public struct WebSocketOpenInfo: Sendable {
     public var headers: HTTPHeaders
     /// The permessage-deflate parameters, when compression was negotiated.
     public var compression: PerMessageDeflateParameters?
+    /// How long the dial's steps took (DNS, TCP, TLS, the upgrade).
+    public var timing: ConnectTiming?
 }
 
 /// Counters of one connection object, across re-dials.

@@ -408,17 +408,38 @@ end
 local raw_pause_reading = methods._pause_reading
 methods._pause_reading = nil
 
+-- Reading resumes once the script took half of what paused it.
+local function inbox_taken(self, st, q)
+  if st.paused and q.tail - q.head + 1 <= INBOX_LIMIT // 2 then
+    st.paused = false
+    raw_pause_reading(self, false)
+  end
+end
+
 local function inbox_pop(self, st)
   local q = st.inbox
   if q == NONE or q.head > q.tail then return nil end
   local item = q[q.head]
   q[q.head] = nil
   q.head = q.head + 1
-  if st.paused and q.tail - q.head + 1 <= INBOX_LIMIT // 2 then
-    st.paused = false
-    raw_pause_reading(self, false)
-  end
+  inbox_taken(self, st, q)
   return item
+end
+
+-- The first message in the inbox that `match` accepts, taken out of it.
+local function inbox_take(self, st, match)
+  local q = st.inbox
+  if q == NONE then return nil end
+  for i = q.head, q.tail do
+    local item = q[i]
+    if match(item[1]) then
+      table.move(q, i + 1, q.tail, i)
+      q[q.tail] = nil
+      q.tail = q.tail - 1
+      inbox_taken(self, st, q)
+      return item
+    end
+  end
 end
 
 function methods.receive(self, timeout)
@@ -473,17 +494,22 @@ function methods.wait_open(self, timeout)
 end
 
 -- Coroutines started by mw.rate, with the time they were meant to start: their
--- first request's latency counts from then (coordinated omission corrected).
+-- first request's or expect's latency counts from then (coordinated omission corrected).
 local intended_start = setmetatable({}, { __mode = "k" })
+
+local function latency_start()
+  local co = coroutine.running()
+  local started = intended_start[co] or host.now()
+  intended_start[co] = nil
+  return started
+end
 
 function methods.request(self, message, match, timeout)
   local st = state_of(self, "c:request")
   match = matcher(match, 2, "c:request")
   running_coroutine("c:request")
   if message == nil then bad_argument(1, "c:request", "message", message) end
-  local co = coroutine.running()
-  local started = intended_start[co] or host.now()
-  intended_start[co] = nil
+  local started = latency_start()
   local ok, err = self:send(message)
   if not ok then return nil, err end
   local reply, kind = wait(st, "c:request", "request", timeout, match)
@@ -492,19 +518,22 @@ function methods.request(self, message, match, timeout)
 end
 
 -- Waits for the next inbound message that `match` accepts, without sending;
--- the message goes to this waiter instead of receive or on_message.
+-- the message goes to this waiter instead of receive or on_message. The wait
+-- is recorded in expect_latency.
 function methods.expect(self, match, timeout)
   local st = state_of(self, "c:expect")
   match = matcher(match, 1, "c:expect")
+  local started = latency_start()
   -- A message that arrived before (kept in the inbox, no on_message handler) counts.
-  for i, entry in ipairs(st.inbox) do
-    if match(entry[1]) then
-      table.remove(st.inbox, i)
-      return entry[1], entry[2]
-    end
+  local kept = inbox_take(self, st, match)
+  if kept then
+    host.metric_observe(host.expect_latency, host.now() - started)
+    return kept[1], kept[2]
   end
   if st.final then return nil, "closed" end
-  return wait(st, "c:expect", "expect", timeout, match)
+  local reply, kind = wait(st, "c:expect", "expect", timeout, match)
+  if reply ~= nil then host.metric_observe(host.expect_latency, host.now() - started) end
+  return reply, kind
 end
 
 local events = {}
