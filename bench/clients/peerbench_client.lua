@@ -7,10 +7,10 @@ local function parse(argv)
   local a = {
     url = "ws://127.0.0.1:9101/", workload = "rtt", n = 100000, size = 32,
     window = 0, warmup = -1, conns = 1000, duration = 10, concurrency = 200,
-    label = "moonwire",
+    label = "moonwire", budget = 0,
   }
   local numeric = { n = true, size = true, window = true, warmup = true, conns = true,
-                    duration = true, concurrency = true }
+                    duration = true, concurrency = true, budget = true }
   local i = 1
   while i <= #argv do
     local key = argv[i]:match("^%-%-(.+)$")
@@ -139,6 +139,8 @@ end
 local function drained()
   local msg, kind, n = string.rep("a", a.size), a.type, a.n
   local recv, t0, refusals = 0, 0, 0
+  -- --budget BYTES: the send budget (queue.bytes); 0 keeps the default (16 MiB)
+  if a.budget > 0 then OPTS.queue = { bytes = a.budget } end
   local c = open(a.url)
   c:on_close(function(_, code, reason) fail("disconnected early: " .. code .. " " .. reason) end)
   c:on_message(function(conn, m)
