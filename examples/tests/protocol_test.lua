@@ -139,3 +139,35 @@ describe("the client under faults", function()
     server:close()
   end)
 end)
+
+describe("the send queue", function()
+  it("carries what waited for a full socket over a reconnect, whole and in order", function()
+    local s = assert(mw.listen("ws://127.0.0.1:0/"))
+    local first, got = nil, {}
+    s:on_connect(function(peer)
+      if not first then
+        first = peer
+        peer:pause(30)   -- reads nothing: the client's socket fills, its sends wait in the queue
+      end
+    end)
+    s:on_message(function(_, msg) got[#got + 1] = msg end)
+    local c = mw.connect(s:url(), { kind = "binary", reconnect = { initial = 0.05, jitter = 0, attempts = 5 } })
+    assert(c:wait_open(5))
+    local n = 0
+    while c:stats().queued < 20 do
+      n = n + 1
+      assert(c:send(string.pack(">I4", n) .. string.rep("x", 65536)))
+    end
+    local waiting = c:stats().queued
+    first:abort()    -- what the socket took is lost with it; the queue waits for the next connection
+    local deadline = mw.now() + 10
+    while #got < waiting and mw.now() < deadline do mw.sleep(0.02) end
+    assert.are.equal(waiting, #got)
+    for i, msg in ipairs(got) do
+      assert.are.equal(65540, #msg)
+      assert.are.equal(n - waiting + i, string.unpack(">I4", msg))
+    end
+    c:close()
+    s:close()
+  end)
+end)

@@ -457,7 +457,17 @@ public final class ManagedConnection {
     }
 
     fileprivate func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
-        write { () throws(WebSocketUsageError) in try socket.send(message.data, kind: message.kind) }
+        if message.framed {
+            return write { () throws(WebSocketUsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize) }
+        }
+        return write { () throws(WebSocketUsageError) in try socket.send(message.data, kind: message.kind) }
+    }
+
+    /// A message that has to wait: framed now (its only copy) when the socket can make a
+    /// frame that stays valid after a reconnect, else a copy of the payload.
+    fileprivate func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+        guard let frame = socket.frame(bytes: bytes, kind: kind) else { return OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
+        return OutboundMessage(frame: frame, kind: kind, payloadSize: bytes.count)
     }
 
     fileprivate func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
@@ -531,6 +541,9 @@ private final class SocketEvents: TransportDelegate, OutboundWriter {
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome { owner?.writeOutbound(message) ?? .down }
     func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
         owner?.writeOutbound(bytes: bytes, kind: kind) ?? .down
+    }
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+        owner?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
     }
     func outboundDrained() { owner?.outboundDrained() }
     func outboundFirstReachedBudget() { owner?.outboundFirstReachedBudget() }

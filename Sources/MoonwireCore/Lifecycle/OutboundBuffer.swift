@@ -37,6 +37,10 @@ public protocol OutboundWriter: AnyObject {
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome
     /// Hands one message to the transport from bytes valid only for the call.
     func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome
+    /// The form in which a message from bytes valid only for the call waits in the queue:
+    /// its own copy of the payload, or the finished frame when the transport can make one
+    /// now that stays valid on a later connection too (the payload's only copy).
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage
     /// `buffered` fell back under half the byte budget after the budget was reached
     /// (`on_drain`, and what `drain()` waits for).
     func outboundDrained()
@@ -49,6 +53,11 @@ extension OutboundWriter {
     /// Copies the bytes into a buffer of their own and writes that.
     public func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
         self.writeOutbound(OutboundMessage(ByteBuffer(bytes: bytes), kind: kind))
+    }
+
+    /// A copy of the payload.
+    public func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+        OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
     }
 }
 
@@ -179,7 +188,7 @@ public final class OutboundBuffer {
             size: bytes.count,
             direct: direct,
             write: { self.writer?.writeOutbound(bytes: bytes, kind: kind) ?? .down },
-            message: { OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
+            message: { self.writer?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
         )
     }
 

@@ -47,6 +47,12 @@ public protocol Transport: AnyObject {
     /// Sends a whole message from bytes valid only for the duration of the call (a Lua
     /// string's): a transport that can frames them without an intermediate buffer.
     func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError)
+    /// The message as a finished frame made now from bytes valid only for the call, when
+    /// the transport can make one that any later connection can carry as it is (an
+    /// uncompressed, unfragmented, masked WebSocket frame); nil otherwise.
+    func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer?
+    /// Writes a frame made by ``frame(bytes:kind:)``. Throws when not open.
+    func sendFrame(_ frame: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError)
     /// Sends a WebSocket ping; throws for TCP.
     func ping(_ payload: ByteBuffer) throws(WebSocketUsageError)
     /// Ends the connection in order (close handshake / FIN after pending writes).
@@ -60,6 +66,14 @@ extension Transport {
     /// encodes from a buffer).
     public func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
         try self.send(ByteBuffer(bytes: bytes), kind: kind)
+    }
+
+    /// None: the message waits as a copy of its payload (TCP).
+    public func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? { nil }
+
+    /// Never called for a transport that makes no frames.
+    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError) {
+        throw WebSocketUsageError("this transport sends no prepared frames")
     }
 }
 

@@ -140,6 +140,28 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
         self.write(self.writer.frame(opcode: opcode, payload: bytes, allocator: context.channel.allocator))
     }
 
+    /// A whole message as one masked frame made now from the caller's bytes, for a message
+    /// that has to wait in the send queue: nil when it would be compressed or fragmented
+    /// (those depend on the connection that sends it). An uncompressed frame is valid on
+    /// any later connection too, with or without permessage-deflate.
+    func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? {
+        guard let context = self.context, !(self.deflate?.shouldCompress(bytes.count) ?? false),
+            bytes.count <= self.fragmentSize ?? .max
+        else { return nil }
+        return self.writer.frame(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, allocator: context.channel.allocator)
+    }
+
+    /// Writes a frame made by ``frame(bytes:kind:)``.
+    func sendFrame(_ frame: ByteBuffer) throws(WebSocketUsageError) {
+        guard self.context != nil, case .open = self.closing.state else {
+            throw WebSocketUsageError("connection is not open")
+        }
+        guard self.outboundMessage == nil else {
+            throw WebSocketUsageError("a fragmented message is being sent; finish it first")
+        }
+        self.write(frame)
+    }
+
     /// Sends one fragment of a message whose size the caller does not know up front.
     func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
         guard let context = self.context, case .open = self.closing.state else {

@@ -259,6 +259,21 @@ public final class WebSocketConnection {
         self.stats.bytesSent += bytes.count
     }
 
+    /// See ``Transport/frame(bytes:kind:)``.
+    public func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? {
+        self.eventLoop.assertInEventLoop()
+        return self.handler?.frame(bytes: bytes, kind: kind)
+    }
+
+    /// See ``Transport/sendFrame(_:payloadSize:)``.
+    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError) {
+        self.eventLoop.assertInEventLoop()
+        guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
+        try handler.sendFrame(frame)
+        self.stats.messagesSent += 1
+        self.stats.bytesSent += payloadSize
+    }
+
     /// Sends one fragment of a message built piece by piece; the message ends with the
     /// fragment whose `isFinal` is true. Other messages cannot be sent in between.
     public func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
