@@ -18,10 +18,14 @@ import Testing
             out = table.concat({
               math.type(v.id), tostring(v.id), math.type(v.min), tostring(v.min), math.type(v.f), math.type(v.n),
               mw.json.encode({ 2^53, 1.0, 9007199254740993, 0.30000000000000004, 3, -0.5, 1e300 }),
+              -- a float from 1e16 to 1e17 that needs 17 digits (found by the lua-json fuzz target)
+              mw.json.encode({ 28130484166435404.0, -14437268945947546.0 }),
+              math.type(mw.json.decode(mw.json.encode(28130484166435404.0))),
             }, " ")
             """)
         #expect(out == "integer 9007199254740993 integer -9223372036854775808 float integer "
-            + "[9007199254740992.0,1.0,9007199254740993,0.30000000000000004,3,-0.5,1e+300]")
+            + "[9007199254740992.0,1.0,9007199254740993,0.30000000000000004,3,-0.5,1e+300] "
+            + "[28130484166435404.0,-14437268945947546.0] float")
     }
 
     @Test func jsonNullArraysObjectsAndPretty() throws {
