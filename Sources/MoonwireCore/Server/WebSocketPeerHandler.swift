@@ -27,7 +27,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
 
     var inbound: WebSocketInbound
     var closing = WebSocketCloseStateMachine()
-    let deflate: PerMessageDeflate?
+    private(set) var deflate: PerMessageDeflate?
     let closeTimeout: TimeAmount
     private weak var owner: WebSocketPeerOwner?
     /// Where frames are written.
@@ -58,6 +58,12 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         self.closeTimer?.cancel()
+        // The peer outlives its connection while a script holds it, which for a Lua script
+        // means until the garbage collector gets to it (it sees a small userdata, not what
+        // hangs off it): let go now of a message being assembled (up to 1 MiB reserved) and
+        // of the zlib streams (~300 KiB), which kept a server under attack at tens of MiB.
+        self.inbound = WebSocketInbound(role: .server, maxMessage: self.inbound.maxMessage, deflate: nil)
+        self.deflate = nil
     }
 
     // MARK: Inbound
