@@ -106,15 +106,19 @@ let package = Package(
 // builds never link an executable whose main() comes from -sanitize=fuzzer.
 import Foundation
 if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
+    package.targets.append(.target(name: "LuaCoverage", dependencies: ["CLua"], path: "Fuzz/LuaCoverage"))
     package.targets.append(.executableTarget(
         name: "moonwire-fuzz",
         dependencies: [
             "MoonwireCore",
+            "MoonwireLua",
+            "LuaCoverage",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Fuzz/MoonwireFuzz",
+        resources: [.embedInCode("lua_json.lua")],
         swiftSettings: [.unsafeFlags(["-parse-as-library"])]
     ))
     package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))

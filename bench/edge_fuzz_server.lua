@@ -17,7 +17,7 @@ mw.every(10, function()
   local parts = {}
   for code, n in pairs(closes) do parts[#parts + 1] = ("%d×%d"):format(n, code) end
   table.sort(parts)
-  mw.log.info("closes so far: %s", table.concat(parts, " "))
+  mw.log.info("closes so far: %s; Lua heap %.0f KiB", table.concat(parts, " "), collectgarbage("count"))
 end)
 io.stdout:write("READY ", server:url():match(":(%d+)"), "\n")
 io.stdout:flush()

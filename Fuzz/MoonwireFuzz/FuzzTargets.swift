@@ -6,7 +6,9 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import LuaCoverage
 @testable import MoonwireCore
+@testable import MoonwireLua
 
 /// The targets by name; scripts/fuzz.sh lists them with `--list`.
 let targets: [String: (ByteBuffer) -> Void] = [
@@ -20,6 +22,7 @@ let targets: [String: (ByteBuffer) -> Void] = [
     "tcp-delimiter": { FramingFuzz.delimiter($0) },
     "tcp-fixed": { FramingFuzz.fixed($0) },
     "tcp-length": { FramingFuzz.length($0) },
+    "lua-json": { LuaJSONFuzz.run($0) },
 ]
 
 let selected: (ByteBuffer) -> Void = {
@@ -125,7 +128,7 @@ enum HTTPFuzz {
             withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
             withErrorHandling: true
         )
-        try! channel.pipeline.syncOperations.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: .seconds(10)))
+        try! channel.pipeline.syncOperations.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: .seconds(Int64(10))))
         Self.feed(channel, input)
     }
 
@@ -152,6 +155,41 @@ enum HTTPFuzz {
             }
         }
         _ = try? channel.finish(acceptAlreadyClosed: true)
+    }
+}
+
+/// mw.json (json.lua, which the prelude loads as mw.json) in one Lua state for the whole
+/// run: lua_json.lua builds values from the input and checks the round trip, and decodes
+/// the input itself; a broken promise raises, and the error becomes a crash here.
+enum LuaJSONFuzz {
+    static let vm = LuaVM()
+    static let check: LuaReference = {
+        let lua = Self.vm.state
+        do {
+            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
+            try lua.call(arguments: 0, results: 1)
+            try lua.load(source: PackageResources.lua_json_lua, chunkName: "@lua_json.lua")
+            lua.pushValue(-2)
+            try lua.call(arguments: 1, results: 1)
+        } catch {
+            fatalError("lua-json: cannot load the target: \(error)")
+        }
+        let check = lua.reference()
+        lua.setTop(0)
+        mw_fuzz_lua_coverage(lua.L)
+        return check
+    }()
+
+    static func run(_ input: ByteBuffer) {
+        let lua = Self.vm.state
+        lua.push(Self.check)
+        input.withUnsafeReadableBytes { lua.push(bytes: $0) }
+        do {
+            try lua.call(arguments: 1, results: 0)
+        } catch {
+            fatalError("lua-json: \(error)")
+        }
+        mw_fuzz_lua_end_run(lua.L)
     }
 }
 

@@ -167,6 +167,14 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// The compiled main chunk is on top of the stack.
     private func start(arguments: [String]) {
         guard let startMain else { return }
+        // The arguments all go on the stack at once, and Lua promises only 20 free slots:
+        // past them a push writes over the heap (a script with 30 arguments crashed).
+        guard lua.ensureStack(Int32(arguments.count) + 2) else {
+            lua.pop()
+            _ = uncaught("too many script arguments (\(arguments.count))")
+            finish(1)
+            return
+        }
         lua.push(startMain)
         mw_insert(lua.L, -2)
         for argument in arguments { lua.push(argument) }

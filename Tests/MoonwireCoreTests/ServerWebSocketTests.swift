@@ -246,6 +246,24 @@ struct ServerWebSocketTests {
         try await server.stop()
     }
 
+    /// A closed peer lets go of its zlib streams and of a message being assembled at once,
+    /// not when whoever holds the peer (a Lua script: its garbage collector) drops it.
+    @Test func closedPeerReleasesItsCompressionState() async throws {
+        final class Held: @unchecked Sendable { var peer: ServerPeer? }
+        let held = Held()
+        let server = try await TestServer.start("ws://127.0.0.1:0", options: MessageServerOptions(compress: true), echo: true)
+        try await server.onLoop { server.onConnect = { held.peer = $0 } }
+        let events = try await TestClient.run(
+            "ws://127.0.0.1:\(server.port)/",
+            options: WebSocketClientOptions(compress: true),
+            script: ClientScript(onOpen: { c, _ in try? c.send(.text("hello"), kind: .text) }, onMessage: { c, _, _ in try? c.close() })
+        )
+        #expect(events.first == .open(subprotocol: nil, compressed: true))
+        try await server.wait("the close") { $0.closes.count == 1 }
+        try await server.wait("the compression state released") { _ in held.peer != nil && held.peer?.deflate == nil }
+        try await server.stop()
+    }
+
     @Test("node-ws client: subprotocol, compression, echo, close code", arguments: [false, true])
     func nodeWSClient(compress: Bool) async throws {
         let server = try await TestServer.start("wss://127.0.0.1:0/", options: try Self.tlsOptions(compress: compress), echo: true)

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import MoonwireLua
@@ -18,10 +19,44 @@ import Testing
             out = table.concat({
               math.type(v.id), tostring(v.id), math.type(v.min), tostring(v.min), math.type(v.f), math.type(v.n),
               mw.json.encode({ 2^53, 1.0, 9007199254740993, 0.30000000000000004, 3, -0.5, 1e300 }),
+              -- a float from 1e16 to 1e17 that needs 17 digits (found by the lua-json fuzz target)
+              mw.json.encode({ 28130484166435404.0, -14437268945947546.0 }),
+              math.type(mw.json.decode(mw.json.encode(28130484166435404.0))),
             }, " ")
             """)
         #expect(out == "integer 9007199254740993 integer -9223372036854775808 float integer "
-            + "[9007199254740992.0,1.0,9007199254740993,0.30000000000000004,3,-0.5,1e+300]")
+            + "[9007199254740992.0,1.0,9007199254740993,0.30000000000000004,3,-0.5,1e+300] "
+            + "[28130484166435404.0,-14437268945947546.0] float")
+    }
+
+    /// The lua-json fuzz target's seeds and kept crash inputs (Fuzz/corpus/lua-json,
+    /// Fuzz/crashes/lua-json-*) through its checks (Fuzz/MoonwireFuzz/lua_json.lua), in the
+    /// ordinary build: what the fuzzer once found stays fixed.
+    @Test func jsonFuzzInputsStillPass() throws {
+        let fuzz = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fuzz")
+        let files = FileManager.default
+        let corpus = fuzz.appendingPathComponent("corpus/lua-json")
+        let crashes = fuzz.appendingPathComponent("crashes")
+        let inputs = try files.contentsOfDirectory(atPath: corpus.path).map { corpus.appendingPathComponent($0).path }
+            + files.contentsOfDirectory(atPath: crashes.path).filter { $0.hasPrefix("lua-json-") }
+            .map { crashes.appendingPathComponent($0).path }
+        #expect(inputs.count > 1)
+        let harness = ScriptHarness()
+        try harness.run("""
+            local check = assert(loadfile(mw.args[1]))(mw.json)
+            local failures = {}
+            for i = 2, #mw.args do
+              local file = assert(io.open(mw.args[i], "rb"))
+              local ok, err = pcall(check, file:read("a"))
+              file:close()
+              if not ok then failures[#failures + 1] = mw.args[i] .. ": " .. err end
+            end
+            out = table.concat(failures, "\\n")
+            """, arguments: [fuzz.appendingPathComponent("MoonwireFuzz/lua_json.lua").path] + inputs)
+        #expect(harness.reported.isEmpty, "\(harness.reported)")
+        #expect(try harness.global("out").text == "")
     }
 
     @Test func jsonNullArraysObjectsAndPretty() throws {

@@ -122,6 +122,15 @@ import Testing
         #expect(try harness.global("after_exit") == .nil)
     }
 
+    /// More arguments than the 20 stack slots Lua promises used to be pushed past them.
+    @Test func manyArgumentsReachTheScript() throws {
+        let harness = ScriptHarness()
+        let arguments = (1...500).map { "a\($0)" }
+        try harness.run("n, last = select('#', ...), mw.args[#mw.args]", arguments: arguments)
+        #expect(try harness.global("n") == .integer(500))
+        #expect(try harness.global("last") == .text("a500"))
+    }
+
     @Test func argumentsReachTheScript() throws {
         let harness = ScriptHarness()
         try harness.run("got = { n = select('#', ...), first = ..., args = mw.args, arg0 = arg[0] }", arguments: ["x", "y"])

@@ -21,21 +21,21 @@ protocol WebSocketPeerOwner: AnyObject {
 ///
 /// Unlike a client, a server closes TCP as soon as the close handshake is over (RFC 6455
 /// §7.1.1), and right after echoing a client's close.
-final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private var inbound: WebSocketInbound
-    private var closing = WebSocketCloseStateMachine()
-    let deflate: PerMessageDeflate?
-    private let closeTimeout: TimeAmount
+    var inbound: WebSocketInbound
+    var closing = WebSocketCloseStateMachine()
+    private(set) var deflate: PerMessageDeflate?
+    let closeTimeout: TimeAmount
     private weak var owner: WebSocketPeerOwner?
     /// Where frames are written.
     let outlet: RawOutlet
-    private var context: ChannelHandlerContext?
-    private var discarding = false
+    private(set) var context: ChannelHandlerContext?
+    var discarding = false
     private var flushes = FlushBatching()
-    private var closeTimer: Scheduled<Void>?
+    var closeTimer: Scheduled<Void>?
 
     init(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet, owner: WebSocketPeerOwner) {
         self.outlet = outlet
@@ -58,6 +58,12 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         self.closeTimer?.cancel()
+        // The peer outlives its connection while a script holds it, which for a Lua script
+        // means until the garbage collector gets to it (it sees a small userdata, not what
+        // hangs off it): let go now of a message being assembled (up to 1 MiB reserved) and
+        // of the zlib streams (~300 KiB), which kept a server under attack at tens of MiB.
+        self.inbound = WebSocketInbound(role: .server, maxMessage: self.inbound.maxMessage, deflate: nil)
+        self.deflate = nil
     }
 
     // MARK: Inbound
@@ -65,31 +71,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = self.unwrapInboundIn(data)
         self.flushes.readStarted()
-        while !self.discarding {
-            let action: WebSocketMessageAssembler.Action
-            do {
-                guard let next = try self.inbound.next(&buffer) else { break }
-                action = next
-            } catch {
-                self.protocolViolation(error)
-                break
-            }
-            switch action {
-            case .none:
-                break
-            case .message(let message, let kind):
-                self.owner?.webSocketPeerReceived(message, kind: kind)
-            case .ping(let payload):
-                self.owner?.webSocketPeerReceivedPing()
-                if case .open = self.closing.state {
-                    self.write(WebSocketServerFrame.encode(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
-                }
-            case .pong(let payload):
-                self.owner?.webSocketPeerReceivedPong(payload)
-            case .close(let code, let reason):
-                self.perform(self.closing.peerClosed(code: code, reason: reason))
-            }
-        }
+        self.readFrames(&buffer)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -112,16 +94,34 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         context.fireChannelInactive()
     }
 
+    func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.owner?.webSocketPeerReceived(message, kind: kind)
+    }
+
+    func receivedPing(_ payload: ByteBuffer) {
+        self.owner?.webSocketPeerReceivedPing()
+        guard let context = self.context, case .open = self.closing.state else { return }
+        self.write(WebSocketServerFrame.encode(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
+    }
+
+    func receivedPong(_ payload: ByteBuffer) {
+        self.owner?.webSocketPeerReceivedPong(payload)
+    }
+
+    func receivedClose(code: UInt16?, reason: String) {
+        self.perform(self.closing.peerClosed(code: code, reason: reason))
+    }
+
     /// Fails the connection (RFC 6455 §7.1.7): our close frame goes out and, as nothing more
     /// from the client may be processed, the server ends TCP once it is flushed; the report
     /// (our code, not clean) follows when the channel goes inactive.
-    private func protocolViolation(_ violation: WebSocketProtocolViolation) {
+    func protocolViolation(_ violation: WebSocketProtocolViolation) {
         let action = self.closing.protocolViolation(violation)
         self.discarding = true
         if case .sendClose = action {
             self.owner?.webSocketPeerFailed(violation)
             self.perform(action)
-            self.closeAfterFlush()
+            self.closeHandshakeEnded()
         } else {
             self.perform(action)
         }
@@ -194,37 +194,14 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
 
     // MARK: Close handshake
 
-    private func perform(_ action: WebSocketCloseStateMachine.Action) {
-        switch action {
-        case .none:
-            break
-        case .sendClose(let code, let reason):
-            self.writeClose(code: code, reason: reason)
-            self.armCloseTimer()
-        case .echoClose(let code, let reason, let info):
-            self.discarding = true
-            self.writeClose(code: code, reason: reason)
-            self.report(info)
-            self.closeAfterFlush()
-        case .report(let info):
-            self.discarding = true
-            self.report(info)
-            self.closeAfterFlush()
-        case .drop(let info):
-            self.discarding = true
-            self.report(info)
-            self.context?.close(promise: nil)
-        }
-    }
-
-    private func writeClose(code: UInt16?, reason: String) {
+    func writeClose(code: UInt16?, reason: String) {
         guard let context = self.context else { return }
-        let payload = WebSocketServerFrame.closePayload(code: code, reason: reason, allocator: context.channel.allocator)
+        let payload = Self.closePayload(code: code, reason: reason, allocator: context.channel.allocator)
         self.write(WebSocketServerFrame.encode(opcode: 0x8, payload: payload, allocator: context.channel.allocator))
     }
 
     /// The server ends TCP once the handshake is over, after the last frame went out.
-    private func closeAfterFlush() {
+    func closeHandshakeEnded() {
         guard let context = self.context else { return }
         let flushed = context.eventLoop.makePromise(of: Void.self)
         self.outlet.write(ByteBuffer(), promise: flushed)
@@ -233,20 +210,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
         self.armCloseTimer()
     }
 
-    private func armCloseTimer() {
-        guard let context = self.context else { return }
-        self.closeTimer?.cancel()
-        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
-            let action = self.closing.closeTimedOut()
-            if case .none = action {
-                self.context?.close(promise: nil)
-            } else {
-                self.perform(action)
-            }
-        }
-    }
-
-    private func report(_ info: WebSocketCloseInfo) {
+    func report(_ info: WebSocketCloseInfo) {
         let owner = self.owner
         self.owner = nil
         owner?.webSocketPeerClosed(info)

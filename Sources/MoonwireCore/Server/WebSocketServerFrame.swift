@@ -43,14 +43,4 @@ enum WebSocketServerFrame {
             out.writeInteger(UInt64(length))
         }
     }
-
-    /// A close frame's payload: the code and reason, or nothing when `code` is nil.
-    static func closePayload(code: UInt16?, reason: String, allocator: ByteBufferAllocator) -> ByteBuffer {
-        var payload = allocator.buffer(capacity: 2 + reason.utf8.count)
-        if let code {
-            payload.writeInteger(code)
-            payload.writeString(reason)
-        }
-        return payload
-    }
 }

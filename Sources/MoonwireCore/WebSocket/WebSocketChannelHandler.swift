@@ -3,23 +3,22 @@ import NIOCore
 /// The open WebSocket on the channel: parses and assembles what the server sends, answers
 /// pings, runs the close handshake, and frames what we send. Owned by one
 /// ``WebSocketConnection`` for the life of one dial; everything runs on the channel's loop.
-final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private var inbound: WebSocketInbound
-    private(set) var closing = WebSocketCloseStateMachine()
+    var inbound: WebSocketInbound
+    var closing = WebSocketCloseStateMachine()
     private var writer = WebSocketFrameWriter()
     private let deflate: PerMessageDeflate?
-    private let closeTimeout: TimeAmount
+    let closeTimeout: TimeAmount
     private let fragmentSize: Int?
     private var connection: WebSocketConnection?
-    private var context: ChannelHandlerContext?
-    /// Set once the outcome is decided (failure, close handshake): later input is ignored.
-    private var discarding = false
+    private(set) var context: ChannelHandlerContext?
+    var discarding = false
     /// Inside channelRead: writes are flushed once, in channelReadComplete.
     private var flushes = FlushBatching()
-    private var closeTimer: Scheduled<Void>?
+    var closeTimer: Scheduled<Void>?
     /// The kind and compression of an outbound message being sent in fragments.
     private var outboundMessage: (kind: WebSocketMessageKind, compressed: Bool)?
 
@@ -45,30 +44,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = self.unwrapInboundIn(data)
         self.flushes.readStarted()
-        while !self.discarding {
-            let action: WebSocketMessageAssembler.Action
-            do {
-                guard let next = try self.inbound.next(&buffer) else { break }
-                action = next
-            } catch {
-                self.protocolViolation(error)
-                break
-            }
-            switch action {
-            case .none:
-                break
-            case .message(let message, let kind):
-                self.connection?.handlerReceived(message, kind: kind)
-            case .ping(let payload):
-                if case .open = self.closing.state {
-                    self.write(self.writer.frame(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
-                }
-            case .pong(let payload):
-                self.connection?.handlerReceivedPong(payload)
-            case .close(let code, let reason):
-                self.perform(self.closing.peerClosed(code: code, reason: reason))
-            }
-        }
+        self.readFrames(&buffer)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -91,7 +67,24 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
         context.close(promise: nil)
     }
 
-    private func protocolViolation(_ violation: WebSocketProtocolViolation) {
+    func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+        self.connection?.handlerReceived(message, kind: kind)
+    }
+
+    func receivedPing(_ payload: ByteBuffer) {
+        guard let context = self.context, case .open = self.closing.state else { return }
+        self.write(self.writer.frame(opcode: 0xA, payload: payload, allocator: context.channel.allocator))
+    }
+
+    func receivedPong(_ payload: ByteBuffer) {
+        self.connection?.handlerReceivedPong(payload)
+    }
+
+    func receivedClose(code: UInt16?, reason: String) {
+        self.perform(self.closing.peerClosed(code: code, reason: reason))
+    }
+
+    func protocolViolation(_ violation: WebSocketProtocolViolation) {
         let action = self.closing.protocolViolation(violation)
         self.discarding = true
         if case .sendClose = action {
@@ -241,54 +234,18 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
 
     // MARK: Close handshake
 
-    private func perform(_ action: WebSocketCloseStateMachine.Action) {
-        switch action {
-        case .none:
-            break
-        case .sendClose(let code, let reason):
-            self.writeClose(code: code, reason: reason)
-            self.armCloseTimer()
-        case .echoClose(let code, let reason, let info):
-            self.discarding = true
-            self.writeClose(code: code, reason: reason)
-            self.report(info)
-            self.armCloseTimer()
-        case .report(let info):
-            self.discarding = true
-            self.report(info)
-            self.armCloseTimer()
-        case .drop(let info):
-            self.discarding = true
-            self.report(info)
-            self.context?.close(promise: nil)
-        }
-    }
-
-    private func writeClose(code: UInt16?, reason: String) {
+    func writeClose(code: UInt16?, reason: String) {
         guard let context = self.context else { return }
-        var payload = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-        if let code {
-            payload.writeInteger(code)
-            payload.writeString(reason)
-        }
+        let payload = Self.closePayload(code: code, reason: reason, allocator: context.channel.allocator)
         self.write(self.writer.frame(opcode: 0x8, payload: payload, allocator: context.channel.allocator))
     }
 
-    private func armCloseTimer() {
-        guard let context = self.context else { return }
-        self.closeTimer?.cancel()
-        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
-            let action = self.closing.closeTimedOut()
-            if case .none = action {
-                // Handshake done but the server kept TCP open.
-                self.context?.close(promise: nil)
-            } else {
-                self.perform(action)
-            }
-        }
+    /// The server ends TCP (RFC 6455 §7.1.1); the close timer drops it if it does not.
+    func closeHandshakeEnded() {
+        self.armCloseTimer()
     }
 
-    private func report(_ info: WebSocketCloseInfo) {
+    func report(_ info: WebSocketCloseInfo) {
         let connection = self.connection
         self.connection = nil
         connection?.handlerClosed(info)

@@ -78,7 +78,11 @@ local function number_text(x, path)
     local s = format("%." .. digits .. "g", x)
     if tonumber(s) == x then return s end
   end
-  return format("%.17g", x)
+  local s = format("%.17g", x)
+  -- %.17g writes a float from 1e16 to 1e17 digit by digit, with neither a point nor an
+  -- exponent: it would read back as an integer.
+  if find(s, "^-?%d+$") then s = s .. ".0" end
+  return s
 end
 
 -- "array" for a sequence 1..n (or a table marked by mw.json.array), else
