@@ -280,6 +280,13 @@ extension LuaArguments {
         try withMessage(at: index, kindAt: kindIndex) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
     }
 
+    /// Are `bytes` exactly `word`? (Raw bytes against raw bytes: comparing with a String's
+    /// UTF-8 view goes through its generic iterator, hundreds of instructions per message.)
+    private static func isWord(_ bytes: UnsafeRawBufferPointer, _ word: StaticString) -> Bool {
+        bytes.count == word.utf8CodeUnitCount
+            && bytes.elementsEqual(UnsafeRawBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
+    }
+
     /// Like ``message(at:kindAt:)``, handing `body` the Lua string's own bytes (valid for
     /// the call only) instead of a copy.
     func withMessage<R>(
@@ -289,8 +296,8 @@ extension LuaArguments {
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
         let requested: WebSocketMessageKind? = isNoneOrNil(kindIndex) ? nil : try withBytes(kindIndex) { name throws(LuaArgumentError) in
-            if name.elementsEqual("binary".utf8) { return .binary }
-            if name.elementsEqual("text".utf8) { return .text }
+            if Self.isWord(name, "binary") { return .binary }
+            if Self.isWord(name, "text") { return .text }
             throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(String(decoding: name, as: UTF8.self))\"")
         }
         return try withBytes(index) { bytes throws(LuaArgumentError) -> R in

@@ -3,9 +3,17 @@ import NIOCore
 /// The open WebSocket on the channel: parses and assembles what the server sends, answers
 /// pings, runs the close handshake, and frames what we send. Owned by one
 /// ``WebSocketConnection`` for the life of one dial; everything runs on the channel's loop.
-final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling {
+final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
+
+    /// Messages up to this size are framed into one shared buffer (``gathered``) rather
+    /// than a buffer each: a burst of small messages then costs the channel one write.
+    static let gatherMessageLimit = 4096
+    /// ``gathered`` goes to the channel once it holds this much, so what the channel's
+    /// water marks (and `buffered`) do not see yet stays small.
+    static let gatherBufferLimit = 64 * 1024
 
     var inbound: WebSocketInbound
     var closing = WebSocketCloseStateMachine()
@@ -18,6 +26,9 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
     var discarding = false
     /// Inside channelRead: writes are flushed once, in channelReadComplete.
     private var flushes = FlushBatching()
+    /// Small frames made since the last write to the channel, in order: written ahead of
+    /// any other frame and at every flush.
+    private var gathered: ByteBuffer?
     var closeTimer: Scheduled<Void>?
     /// The kind and compression of an outbound message being sent in fragments.
     private var outboundMessage: (kind: WebSocketMessageKind, compressed: Bool)?
@@ -36,6 +47,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        self.gathered = nil
         self.closeTimer?.cancel()
     }
 
@@ -49,6 +61,7 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if self.flushes.readEnded() {
+            self.writeGathered(context)
             context.flush()
         }
         context.fireChannelReadComplete()
@@ -130,7 +143,19 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
             return try self.send(ByteBuffer(bytes: bytes), kind: kind)
         }
         let opcode: UInt8 = kind == .text ? 0x1 : 0x2
-        self.write(self.writer.frame(opcode: opcode, payload: bytes, allocator: context.channel.allocator))
+        guard bytes.count <= Self.gatherMessageLimit else {
+            self.write(self.writer.frame(opcode: opcode, payload: bytes, allocator: context.channel.allocator))
+            return
+        }
+        var gathered = self.gathered.take()
+            ?? context.channel.allocator.buffer(capacity: max(512, WebSocketFrameWriter.maxHeaderSize + bytes.count))
+        self.writer.append(opcode: opcode, payload: bytes, to: &gathered)
+        if gathered.readableBytes >= Self.gatherBufferLimit {
+            context.write(self.wrapOutboundOut(gathered), promise: nil)
+        } else {
+            self.gathered = gathered
+        }
+        self.scheduleFlush(context)
     }
 
     /// A whole message as one masked frame made now from the caller's bytes, for a message
@@ -223,13 +248,42 @@ final class WebSocketChannelHandler: ChannelInboundHandler, RemovableChannelHand
 
     private func write(_ frame: ByteBuffer) {
         guard let context = self.context else { return }
+        self.writeGathered(context)
         context.write(self.wrapOutboundOut(frame), promise: nil)
+        self.scheduleFlush(context)
+    }
+
+    /// Flushes at the end of the read (inside channelRead) or of this loop tick.
+    private func scheduleFlush(_ context: ChannelHandlerContext) {
         if self.flushes.wrote() {
             context.eventLoop.assumeIsolated().execute {
                 self.flushes.scheduledFlushRuns()
-                self.context?.flush()
+                guard let context = self.context else { return }
+                self.writeGathered(context)
+                context.flush()
             }
         }
+    }
+
+    /// Hands the gathered small frames to the channel.
+    private func writeGathered(_ context: ChannelHandlerContext) {
+        if let gathered = self.gathered.take() {
+            context.write(self.wrapOutboundOut(gathered), promise: nil)
+        }
+    }
+
+    // MARK: Outbound from the channel
+
+    /// A write from outside this handler goes after the frames gathered before it.
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        self.writeGathered(context)
+        context.write(data, promise: promise)
+    }
+
+    /// A flush from outside (the send budget's) writes the gathered frames too.
+    func flush(context: ChannelHandlerContext) {
+        self.writeGathered(context)
+        context.flush()
     }
 
     // MARK: Close handshake

@@ -38,16 +38,28 @@ struct WebSocketFrameWriter {
         payload: UnsafeRawBufferPointer,
         allocator: ByteBufferAllocator
     ) -> ByteBuffer {
+        var out = allocator.buffer(capacity: Self.headerSize(payload: payload.count) + payload.count)
+        self.append(opcode: opcode, fin: fin, rsv1: rsv1, payload: payload, to: &out)
+        return out
+    }
+
+    /// Appends the whole frame for the bytes at `payload` to `out`: header and masked
+    /// payload in one pass, as ``frame(opcode:fin:rsv1:payload:allocator:)`` does.
+    mutating func append(
+        opcode: UInt8,
+        fin: Bool = true,
+        rsv1: Bool = false,
+        payload: UnsafeRawBufferPointer,
+        to out: inout ByteBuffer
+    ) {
         let length = payload.count
         let headerSize = Self.headerSize(payload: length)
-        var out = allocator.buffer(capacity: headerSize + length)
         let key = self.masks.next()
         out.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + length) { dst in
             Self.writeHeader(into: dst, opcode: opcode, fin: fin, rsv1: rsv1, length: length, key: key)
             Self.mask(payload, into: UnsafeMutableRawBufferPointer(rebasing: dst[headerSize...]), key: key)
             return headerSize + length
         }
-        return out
     }
 
     /// Turns `buffer`'s readable bytes into a frame in place, writing the header into the
