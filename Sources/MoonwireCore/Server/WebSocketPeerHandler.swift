@@ -21,7 +21,7 @@ protocol WebSocketPeerOwner: AnyObject {
 ///
 /// Unlike a client, a server closes TCP as soon as the close handshake is over (RFC 6455
 /// §7.1.1), and right after echoing a client's close.
-final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling {
+final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling, EndOfTickFlushing {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -184,12 +184,12 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     private func write(_ frame: ByteBuffer) {
         guard let context = self.context else { return }
         self.outlet.write(frame, promise: nil)
-        if self.flushes.wrote() {
-            context.eventLoop.assumeIsolated().execute {
-                self.flushes.scheduledFlushRuns()
-                self.outlet.flush()
-            }
-        }
+        self.flushes.wrote(self, loop: context.eventLoop)
+    }
+
+    func flushAtEndOfTick() {
+        self.flushes.scheduledFlushRuns()
+        self.outlet.flush()
     }
 
     // MARK: Close handshake

@@ -29,7 +29,7 @@ extension FramedChannelOwner {
 /// - EOF from the peer: 1000, clean, by `peer`;
 /// - a reset, a read error or `abort()`: 1006, unclean, by `network`;
 /// - a framing error: its close code (1009 or 1002), unclean, by `local`.
-final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler, EndOfTickFlushing {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -178,11 +178,11 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func write(_ bytes: ByteBuffer) {
         guard let context = self.context else { return }
         context.write(self.wrapOutboundOut(bytes), promise: nil)
-        if self.flushes.wrote() {
-            context.eventLoop.assumeIsolated().execute {
-                self.flushes.scheduledFlushRuns()
-                self.context?.flush()
-            }
-        }
+        self.flushes.wrote(self, loop: context.eventLoop)
+    }
+
+    func flushAtEndOfTick() {
+        self.flushes.scheduledFlushRuns()
+        self.context?.flush()
     }
 }

@@ -3,7 +3,7 @@ import NIOCore
 /// The open WebSocket on the channel: parses and assembles what the server sends, answers
 /// pings, runs the close handshake, and frames what we send. Owned by one
 /// ``WebSocketConnection`` for the life of one dial; everything runs on the channel's loop.
-final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling {
+final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandler, WebSocketInboundHandling, WebSocketCloseHandling, EndOfTickFlushing {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -147,9 +147,15 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
             self.write(self.writer.frame(opcode: opcode, payload: bytes, allocator: context.channel.allocator))
             return
         }
-        var gathered = self.gathered.take()
-            ?? context.channel.allocator.buffer(capacity: max(512, WebSocketFrameWriter.maxHeaderSize + bytes.count))
-        self.writer.append(opcode: opcode, payload: bytes, to: &gathered)
+        self.gather(context, size: WebSocketFrameWriter.maxHeaderSize + bytes.count) { gathered in
+            self.writer.append(opcode: opcode, payload: bytes, to: &gathered)
+        }
+    }
+
+    /// Adds a frame to ``gathered`` (`size` bytes at most) with `append`.
+    private func gather(_ context: ChannelHandlerContext, size: Int, _ append: (inout ByteBuffer) -> Void) {
+        var gathered = self.gathered.take() ?? context.channel.allocator.buffer(capacity: max(512, size))
+        append(&gathered)
         if gathered.readableBytes >= Self.gatherBufferLimit {
             context.write(self.wrapOutboundOut(gathered), promise: nil)
         } else {
@@ -177,7 +183,14 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
         guard self.outboundMessage == nil else {
             throw WebSocketUsageError("a fragmented message is being sent; finish it first")
         }
-        self.write(frame)
+        if let context = self.context, frame.readableBytes <= WebSocketFrameWriter.maxHeaderSize + Self.gatherMessageLimit {
+            self.gather(context, size: frame.readableBytes) { gathered in
+                var frame = frame
+                gathered.writeBuffer(&frame)
+            }
+        } else {
+            self.write(frame)
+        }
     }
 
     /// Sends one fragment of a message whose size the caller does not know up front.
@@ -255,14 +268,14 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     /// Flushes at the end of the read (inside channelRead) or of this loop tick.
     private func scheduleFlush(_ context: ChannelHandlerContext) {
-        if self.flushes.wrote() {
-            context.eventLoop.assumeIsolated().execute {
-                self.flushes.scheduledFlushRuns()
-                guard let context = self.context else { return }
-                self.writeGathered(context)
-                context.flush()
-            }
-        }
+        self.flushes.wrote(self, loop: context.eventLoop)
+    }
+
+    func flushAtEndOfTick() {
+        self.flushes.scheduledFlushRuns()
+        guard let context = self.context else { return }
+        self.writeGathered(context)
+        context.flush()
     }
 
     /// Hands the gathered small frames to the channel.

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Several full benchmark runs back to back on one build, and their summary:
+#   bench/series.sh                 three runs of bench/run.sh (RUNS=N for another count)
+# Builds once (unless MOONWIRE_BIN is set), keeps every run's tables in
+# bench/results/series/run-K.{md,json} and writes bench/results/series.md: each target
+# per run, the median, the range and whether the median meets it, and every client's
+# figures per run. bench/results/latest.* end up as the last run's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${RUNS:-3}
+if [ -z "${MOONWIRE_BIN:-}" ]; then
+    swift build -c release --product moonwire >&2
+    swift build -c release --product moonwire-bench >&2
+    bin_dir=$(swift build -c release --show-bin-path)
+    export MOONWIRE_BIN="$bin_dir/moonwire" MOONWIRE_BENCH_BIN="$bin_dir/moonwire-bench"
+fi
+out=bench/results/series
+mkdir -p "$out"
+rm -f "$out"/run-*.json "$out"/run-*.md
+for k in $(seq 1 "$runs"); do
+    echo "series: run $k of $runs" >&2
+    bench/run.sh
+    cp bench/results/latest.json "$out/run-$k.json"
+    cp bench/results/latest.md "$out/run-$k.md"
+done
+python3 bench/lib/series.py $(for k in $(seq 1 "$runs"); do echo "$out/run-$k.json"; done) > bench/results/series.md
+echo "series: bench/results/series.md" >&2
