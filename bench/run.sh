@@ -5,8 +5,10 @@
 #   WORKLOADS=rtt,pipelined PEERS=picows,moonwire bench/run.sh
 #   MOONWIRE_BIN=.build/release/moonwire bench/run.sh     skip the build, use this binary
 # Installs the peers (apt: node-ws, python3-venv, time; a venv with websockets,
-# picows and uvloop), builds moonwire and moonwire-bench in release, then runs
-# bench/lib/driver.py, which writes bench/results/latest.md and latest.json.
+# picows and uvloop), builds moonwire and moonwire-bench in release and the C
+# floor client (bench/floor/wsfloor.c, cc -O2, into .build/bench-floor/ unless
+# FLOOR_BIN is set), then runs bench/lib/driver.py, which writes
+# bench/results/latest.md and latest.json.
 # Every knob is in bench/README.md.
 set -euo pipefail
 if [ $# -gt 0 ]; then
@@ -22,6 +24,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 [ -x /usr/bin/time ] || need+=(time)
 command -v taskset >/dev/null || need+=(util-linux)
 command -v ss >/dev/null || need+=(iproute2)
+command -v cc >/dev/null || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -41,6 +44,16 @@ if [ -z "${MOONWIRE_BIN:-}" ]; then
     swift build -c release --product moonwire-bench >&2
     bin_dir=$(swift build -c release --show-bin-path)
     export MOONWIRE_BIN="$bin_dir/moonwire" MOONWIRE_BENCH_BIN="$bin_dir/moonwire-bench" BENCH_BUILT=1
+fi
+
+if [ -z "${FLOOR_BIN:-}" ]; then
+    floor_bin="$PWD/.build/bench-floor/wsfloor"
+    if [ ! -x "$floor_bin" ] || [ bench/floor/wsfloor.c -nt "$floor_bin" ]; then
+        echo "bench: cc -O2 bench/floor/wsfloor.c -> $floor_bin" >&2
+        mkdir -p "$(dirname "$floor_bin")"
+        cc -O2 -Wall -Wextra -o "$floor_bin" bench/floor/wsfloor.c
+    fi
+    export FLOOR_BIN="$floor_bin" FLOOR_BUILT=1
 fi
 
 # 10 000 fanout connections need as many descriptors in the client and in the server.

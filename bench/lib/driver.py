@@ -47,9 +47,12 @@ QUICK = {"N_RTT": "5000", "PIPE": "32:20000,1024:10000,65536:500", "CONNS": "200
          "SPREAD_ROUNDS": "20", "METRICS_N": "100000"}
 KNOBS = ("QUICK", "WORKLOADS", "PEERS", "REPEAT", "N_RTT", "PIPE", "PIPE_TYPE", "CONNS", "FANOUT_T",
          "FANOUT_REPEAT", "CONNECT_CONCURRENCY", "IDLE_CONNS", "HEARTBEAT", "IDLE_SECONDS",
-         "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN", "METRICS_N")
+         "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN", "METRICS_N",
+         "FLOOR_BIN")
 ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "drained", "metrics", "spread", "conns", "fanout")
-ALL_PEERS = ("node-ws", "websockets", "picows", "moonwire")
+ALL_PEERS = ("node-ws", "websockets", "picows", "floor", "moonwire")
+# How tables name a client; floor is bench/floor/wsfloor.c, the C baseline (no target compares with it).
+PEER_LABELS = {"floor": "floor (C)"}
 PORT_BUDGET = 24000  # of the 28232 ephemeral ports (32768-60999); tcp_tw_reuse=2 reuses loopback ones
 SETTLE_S = 2
 
@@ -69,6 +72,7 @@ class Config:
                 os.environ.setdefault(key, value)
         self.bin = os.path.abspath(E("MOONWIRE_BIN", os.path.join(ROOT, ".build/release/moonwire")))
         self.bench_bin = E("MOONWIRE_BENCH_BIN", os.path.join(os.path.dirname(self.bin), "moonwire-bench"))
+        self.floor_bin = os.path.abspath(E("FLOOR_BIN", os.path.join(ROOT, ".build/bench-floor/wsfloor")))
         self.venv = E("BENCH_VENV", "/tmp/moonwire-benchvenv")
         self.workloads = [w for w in env_list("WORKLOADS", ",".join(ALL_WORKLOADS)) if w in ALL_WORKLOADS]
         self.peers = [p for p in env_list("PEERS", ",".join(ALL_PEERS)) if p in ALL_PEERS]
@@ -94,6 +98,7 @@ class Config:
         return {"node-ws": ["node", os.path.join(PEERS_DIR, "node_ws_client.js")],
                 "websockets": [python, os.path.join(PEERS_DIR, "websockets_client.py")],
                 "picows": [python, os.path.join(PEERS_DIR, "picows_client.py")],
+                "floor": [self.floor_bin],
                 "moonwire": [self.bin, "run", *run_flags, os.path.join(BENCH, "clients/peerbench_client.lua")]}[peer]
 
     def server_argv(self, server):
@@ -710,7 +715,7 @@ def echo_tables(rows):
                 out.append(f"### rtt — {fmt_size(size)} text, n = {n:,}, client and server on CPU {CFG.cpu}")
                 header = ["client", "server", "ok", "msgs/s", "range %", "p50 µs", "p99 µs", "client CPU s",
                           "max RSS MiB", "moonwire ÷ client"]
-                body = [[r["peer"], r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["range_pct"]),
+                body = [[peer_label(r), r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["range_pct"]),
                          fmt(r["p50_us"], 1), fmt(r["p99_us"], 1), fmt(r["client_cpu_s"], 2),
                          fmt(mib(r["maxrss_kb"]), 1), ratio_cell(r)] for r in group]
             else:
@@ -718,11 +723,15 @@ def echo_tables(rows):
                            f"client and server on CPU {CFG.cpu}")
                 header = ["client", "server", "ok", "msgs/s", "MiB/s", "range %", "client CPU s", "max RSS MiB",
                           "moonwire ÷ client"]
-                body = [[r["peer"], r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["mib_per_s"], 1),
+                body = [[peer_label(r), r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["mib_per_s"], 1),
                          fmt(r["range_pct"]), fmt(r["client_cpu_s"], 2), fmt(mib(r["maxrss_kb"]), 1),
                          ratio_cell(r)] for r in group]
             out += ["", table(header, body), ""]
     return out
+
+
+def peer_label(row):
+    return PEER_LABELS.get(row["peer"], row["peer"])
 
 
 def ratio_cell(row):
@@ -738,7 +747,7 @@ def fanout_tables(runs):
         out.append(f"### fanout — {conns:,} connections, {CFG.fanout_t} ticks, server picows, unpinned")
         header = ["client", "ok", "connect s", "VmHWM MiB", "max RSS MiB", "client CPU s", "lat p50 ms",
                   "lat p99 ms", "spread p99 ms", "spread max ms", "received / expected"]
-        body = [[r["peer"], fmt(r.get("ok")), fmt(r.get("connect_s"), 2), fmt(mib(r.get("vmhwm_kb")), 1),
+        body = [[peer_label(r), fmt(r.get("ok")), fmt(r.get("connect_s"), 2), fmt(mib(r.get("vmhwm_kb")), 1),
                  fmt(mib(r.get("maxrss_kb")), 1), fmt(r.get("client_cpu_s"), 2), fmt(r.get("lat_p50_ms_med"), 1),
                  fmt(r.get("lat_p99_ms_max"), 1), fmt(r.get("spread_p99_ms_max"), 1),
                  fmt(r.get("spread_max_ms"), 1), f"{r.get('received', '–')} / {r.get('expected', '–')}"]
@@ -907,7 +916,8 @@ def stop_on_signal(signum, _frame):
 
 def main():
     global CFG, GIVEN_KNOBS
-    built = ("MOONWIRE_BIN", "MOONWIRE_BENCH_BIN") if E("BENCH_BUILT") == "1" else ()
+    built = (("MOONWIRE_BIN", "MOONWIRE_BENCH_BIN") if E("BENCH_BUILT") == "1" else ()) + \
+        (("FLOOR_BIN",) if E("FLOOR_BUILT") == "1" else ())
     GIVEN_KNOBS = {k: os.environ[k] for k in KNOBS if k in os.environ and k not in built}
     CFG = Config()
     signal.signal(signal.SIGTERM, stop_on_signal)
