@@ -364,6 +364,9 @@ public final class ManagedConnection {
             let info = OpenInfo(
                 subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects, timing: openInfo?.timing
             )
+            // The response's headers were for the open event only: an idle connection
+            // should not carry them (about 1 KiB each, most of what it weighs).
+            openInfo?.headers = HTTPHeaders()
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:
             // The on_open handlers ran: what was queued goes now, after what they sent;
