@@ -73,6 +73,6 @@ import Testing
     @Test func protocolSuiteInExamplesTests() throws {
         let r = try CommandRunner.run("test", "examples/tests")
         #expect(r.status == 0, "\(r.stdout)")
-        #expect(r.stdout.hasSuffix("11 passed, 0 failed\n"), "\(r.stdout)")
+        #expect(r.stdout.hasSuffix("12 passed, 0 failed\n"), "\(r.stdout)")
     }
 }

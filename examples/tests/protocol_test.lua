@@ -76,6 +76,31 @@ describe("binary format", function()
     assert.are.same({ 2, 4242, "noom" }, { k, seq, body })
     server:close()
   end)
+
+  -- Small messages sent in one go share one write; larger ones and pings go on
+  -- their own. Whatever the mix, the peer gets every message whole, in order.
+  it("delivers a burst of mixed sizes whole and in order", function()
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    server:on_message(function(peer, msg, kind) peer:send(msg, kind) end)
+    local c = mw.connect(server:url())
+    assert(c:wait_open(2))
+    local sizes = { 1, 4096, 4097, 10, 70000, 0, 65536, 3, 200000, 4095, 17 }
+    local sent = {}
+    for i, size in ipairs(sizes) do
+      local body = string.pack(">I4", i) .. string.rep(string.char(65 + i), size)
+      sent[i] = body
+      c:send(body, i % 2 == 0 and "text" or "binary")
+      if i == 5 then c:ping() end
+    end
+    for i = 1, #sizes do
+      local got, kind = assert(c:receive(5))
+      assert.are.equal(i % 2 == 0 and "text" or "binary", kind)
+      assert.are.equal(#sent[i], #got)
+      assert.is_true(got == sent[i], "message " .. i .. " arrived changed")
+    end
+    c:close()
+    server:close()
+  end)
 end)
 
 describe("the client under faults", function()
