@@ -365,7 +365,7 @@ public final class ManagedConnection {
                 subprotocol: openInfo?.subprotocol, headers: openInfo?.headers ?? [:], reconnects: reconnects, timing: openInfo?.timing
             )
             // The response's headers were for the open event only: an idle connection
-            // should not carry them (about 1 KiB each, most of what it weighs).
+            // should not carry them (about 1 KiB per connection).
             openInfo?.headers = HTTPHeaders()
             delegate?.managedConnectionDidOpen(self, info: info)
         case .flushQueue:

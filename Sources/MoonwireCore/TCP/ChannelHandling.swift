@@ -39,8 +39,8 @@ struct FlushBatching {
         }
         if self.scheduled { return }
         self.scheduled = true
-        if self.flusher == nil { self.flusher = EndOfTickFlusher.current }
-        self.flusher?.add(handler, loop: loop)
+        if self.flusher == nil { self.flusher = EndOfTickFlusher.shared(on: loop) }
+        self.flusher?.add(handler)
     }
 
     /// The end-of-tick flush is running: later writes need a new one.
@@ -58,25 +58,31 @@ protocol EndOfTickFlushing: AnyObject {
 /// The end-of-tick flushes of one event-loop thread: one task per tick flushes every
 /// handler that wrote outside a read, in the order they wrote, instead of a task per
 /// handler (a script sending once on each of 10 000 connections would queue 10 000).
-/// Used on its own thread only.
+/// Used on its loop only.
 final class EndOfTickFlusher {
+    // One per loop thread; an embedded loop runs on its caller's thread, hence the check
+    // of the loop in `shared(on:)` (a flush task left on an embedded loop that never runs
+    // again must not hold up another loop's handlers).
     private static let perThread = ThreadSpecificVariable<EndOfTickFlusher>()
+    private let loop: EventLoop
     private var pending: [any EndOfTickFlushing] = []
     private var spare: [any EndOfTickFlushing] = []
     private var scheduled = false
 
-    static var current: EndOfTickFlusher {
-        if let flusher = perThread.currentValue { return flusher }
-        let flusher = EndOfTickFlusher()
-        perThread.currentValue = flusher
-        return flusher
+    private init(loop: EventLoop) {
+        self.loop = loop
     }
 
-    func add(_ handler: any EndOfTickFlushing, loop: EventLoop) {
+    /// The flusher of `loop`. Call on `loop`.
+    static func shared(on loop: EventLoop) -> EndOfTickFlusher {
+        perThread.currentValue(orMake: { EndOfTickFlusher(loop: loop) }, keepingIf: { $0.loop === loop })
+    }
+
+    func add(_ handler: any EndOfTickFlushing) {
         self.pending.append(handler)
         guard !self.scheduled else { return }
         self.scheduled = true
-        loop.assumeIsolated().execute { self.run() }
+        self.loop.assumeIsolated().execute { self.run() }
     }
 
     private func run() {
@@ -85,6 +91,18 @@ final class EndOfTickFlusher {
         swap(&self.pending, &self.spare)
         for handler in self.spare { handler.flushAtEndOfTick() }
         self.spare.removeAll(keepingCapacity: self.spare.count <= 4096)
+    }
+}
+
+extension ThreadSpecificVariable {
+    /// This thread's value while `valid` accepts it; else `make` builds the one it keeps
+    /// from then on (per loop thread objects: an embedded loop runs on its caller's thread,
+    /// so the ones that belong to a loop check it).
+    func currentValue(orMake make: () -> Value, keepingIf valid: (Value) -> Bool = { _ in true }) -> Value {
+        if let value = self.currentValue, valid(value) { return value }
+        let value = make()
+        self.currentValue = value
+        return value
     }
 }
 

@@ -48,10 +48,7 @@ public final class TimerScheduler {
     /// instead of one each. Call on `eventLoop`.
     public static func shared(on eventLoop: EventLoop) -> TimerScheduler {
         eventLoop.preconditionInEventLoop()
-        if let scheduler = perThread.currentValue, scheduler.eventLoop === eventLoop { return scheduler }
-        let scheduler = TimerScheduler(eventLoop: eventLoop)
-        perThread.currentValue = scheduler
-        return scheduler
+        return perThread.currentValue(orMake: { TimerScheduler(eventLoop: eventLoop) }, keepingIf: { $0.eventLoop === eventLoop })
     }
 
     // One per loop thread; an embedded loop runs on its caller's thread, hence the check

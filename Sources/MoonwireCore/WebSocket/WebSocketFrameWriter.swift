@@ -161,12 +161,7 @@ final class MaskKeyPool {
     private var pool = [UInt32](repeating: 0, count: MaskKeyPool.batch)
     private var next_ = MaskKeyPool.batch
 
-    static var current: MaskKeyPool {
-        if let pool = perThread.currentValue { return pool }
-        let pool = MaskKeyPool()
-        perThread.currentValue = pool
-        return pool
-    }
+    static var current: MaskKeyPool { perThread.currentValue(orMake: MaskKeyPool.init) }
 
     func next() -> UInt32 {
         if self.next_ == self.pool.count {
