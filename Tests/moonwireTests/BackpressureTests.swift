@@ -58,6 +58,22 @@ import Glibc
         #expect(r["in_order"] == "true")
     }
 
+    /// Small messages wait several to a buffer; the count bound, `queued`, `sent`,
+    /// `dropped` and close's count still count each message.
+    @Test func smallQueuedMessagesCountOneByOne() throws {
+        let r = try Self.run("small_queued.lua")
+        #expect(r["err"] == "queue_full", "\(r)")
+        #expect(r["queued"] == "1024", "the count bound (1024 by default) refused the next one: \(r)")
+        let accepted = try #require(Int(r["accepted"] ?? ""))
+        #expect(accepted > 1024, "\(r)")
+        #expect(r["received"] == String(accepted), "every accepted message arrives: \(r)")
+        #expect(r["in_order"] == "true")
+        #expect(r["sent"] == String(accepted), "sent counts each message: \(r)")
+        #expect(r["dropped"] == "0")
+        #expect(r["err2"] == "queue_full" && r["queued2"] == "1024", "\(r)")
+        #expect(r["closed"] == "1024" && r["dropped2"] == "1024", "close drops and counts each waiting message: \(r)")
+    }
+
     @Test func tcpSendRefusesAtTheBudgetThenDrainDeliversAll() throws {
         let r = try Self.run("tcp.lua")
         #expect(r["err"] == "queue_full", "\(r)")

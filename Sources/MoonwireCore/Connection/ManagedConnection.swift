@@ -461,7 +461,7 @@ public final class ManagedConnection {
 
     fileprivate func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
         if message.framed {
-            return write { () throws(WebSocketUsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize) }
+            return write { () throws(WebSocketUsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize, messages: message.count) }
         }
         return write { () throws(WebSocketUsageError) in try socket.send(message.data, kind: message.kind) }
     }
@@ -471,6 +471,14 @@ public final class ManagedConnection {
     fileprivate func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
         guard let frame = socket.frame(bytes: bytes, kind: kind) else { return OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
         return OutboundMessage(frame: frame, kind: kind, payloadSize: bytes.count)
+    }
+
+    /// One more small message waiting in the frames of the ones before it.
+    fileprivate func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+        guard message.framed, socket.appendFrame(bytes: bytes, kind: kind, to: &message.data) else { return false }
+        message.payloadSize += bytes.count
+        message.count += 1
+        return true
     }
 
     fileprivate func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
@@ -547,6 +555,9 @@ private final class SocketEvents: TransportDelegate, OutboundWriter {
     }
     func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
         owner?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
+    }
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+        owner?.mergeQueued(bytes: bytes, kind: kind, into: &message) ?? false
     }
     func outboundDrained() { owner?.outboundDrained() }
     func outboundFirstReachedBudget() { owner?.outboundFirstReachedBudget() }

@@ -8,8 +8,11 @@ public struct OutboundMessage {
     public var kind: WebSocketMessageKind
     /// Already encoded for the wire (a broadcast's shared frame): written as is.
     public var framed: Bool
-    /// The payload's size, for the message counters.
+    /// The payload's size, for the message counters (all of them, for several frames).
     public var payloadSize: Int
+    /// How many messages it carries: more than one for small frames that waited together
+    /// in one buffer (``OutboundWriter/mergeQueued(bytes:kind:into:)``).
+    public var count = 1
 
     /// A payload to frame on the way out.
     public init(_ data: ByteBuffer, kind: WebSocketMessageKind) {
@@ -41,6 +44,11 @@ public protocol OutboundWriter: AnyObject {
     /// its own copy of the payload, or the finished frame when the transport can make one
     /// now that stays valid on a later connection too (the payload's only copy).
     func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage
+    /// Adds a message from bytes valid only for the call to `message`, a frame made by
+    /// ``queuedMessage(bytes:kind:)`` still waiting at the end of the queue, as one more
+    /// frame after it, so that small messages wait (and later go out) in one buffer.
+    /// Returns false when it cannot: the message then waits on its own.
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool
     /// `buffered` fell back under half the byte budget after the budget was reached
     /// (`on_drain`, and what `drain()` waits for).
     func outboundDrained()
@@ -58,6 +66,11 @@ extension OutboundWriter {
     /// A copy of the payload.
     public func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
         OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
+    }
+
+    /// Never: every message waits on its own.
+    public func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+        false
     }
 }
 
@@ -121,6 +134,11 @@ public final class OutboundBuffer {
     public let highWater: Int
 
     private var channel: Channel?
+    /// What the channel held when last asked (asking goes through NIO's option lookup,
+    /// which costs about as much as framing a small message), kept until this buffer
+    /// writes to the channel again: in between, the socket can only take bytes away, so
+    /// it is an upper bound for the queue's checks while messages pile up.
+    private var channelBufferedSeen: Int?
     private var warned = false
     private var flushing = false
     /// Bytes written straight through since the last flush of ours: flushed every
@@ -143,8 +161,12 @@ public final class OutboundBuffer {
     /// Bytes the channel holds that the socket has not taken yet.
     public var channelBuffered: Int {
         guard let channel = self.channel, let bytes = try? channel.syncOptions?.getOption(.bufferedWritableBytes) else { return 0 }
+        self.channelBufferedSeen = bytes
         return bytes
     }
+
+    /// ``channelBuffered``, or a bound of it that is at least as large.
+    private var channelBufferedAtMost: Int { self.channelBufferedSeen ?? self.channelBuffered }
 
     /// Bytes waiting (`stats().buffered`): the queue plus what the socket has not taken.
     public var buffered: Int { self.queue.bytes + self.channelBuffered }
@@ -155,6 +177,7 @@ public final class OutboundBuffer {
     /// Queued messages wait until ``isHeld`` is false (the caller sets it).
     public func attach(_ channel: Channel) {
         self.channel = channel
+        self.channelBufferedSeen = nil
         self.unflushed = 0
         let marks = ChannelOptions.Types.WriteBufferWaterMark(low: max(1, self.highWater / 2), high: self.highWater)
         try? channel.syncOptions?.setOption(.writeBufferWaterMark, value: marks)
@@ -168,6 +191,7 @@ public final class OutboundBuffer {
     /// The transport went down: messages wait in the queue for the next ``attach(_:)``.
     public func detach() {
         self.channel = nil
+        self.channelBufferedSeen = nil
         self.unflushed = 0
     }
 
@@ -177,22 +201,28 @@ public final class OutboundBuffer {
     /// With `direct`, it is written at once even ahead of the queue or while held (what
     /// `on_open` sends goes before what was queued); it still must fit the byte budget.
     public func offer(_ message: OutboundMessage, direct: Bool = false) -> Offer {
-        self.offer(size: message.size, direct: direct, write: { self.writer?.writeOutbound(message) ?? .down }, message: { message })
+        self.offer(size: message.size, direct: direct, write: { self.writer?.writeOutbound(message) ?? .down }, message: { message },
+                   merge: nil)
     }
 
     /// Like ``offer(_:direct:)`` for bytes valid only for the call (a Lua string's): written
     /// straight from them when the socket can take the message now; copied into a buffer
-    /// of their own only when it has to wait in the queue.
+    /// of their own only when it has to wait in the queue, or added to the frames of the
+    /// small messages waiting last (one buffer for many, as the direct path gathers them).
     public func offer(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, direct: Bool = false) -> Offer {
         self.offer(
             size: bytes.count,
             direct: direct,
             write: { self.writer?.writeOutbound(bytes: bytes, kind: kind) ?? .down },
-            message: { self.writer?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
+            message: { self.writer?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
+            merge: { self.writer?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
         )
     }
 
-    private func offer(size: Int, direct: Bool, write: () -> WriteOutcome, message: () -> OutboundMessage) -> Offer {
+    private func offer(
+        size: Int, direct: Bool, write: () -> WriteOutcome, message: () -> OutboundMessage,
+        merge: ((inout OutboundMessage) -> Bool)?
+    ) -> Offer {
         guard size <= self.queue.byteLimit else { return .tooLarge }
         if let channel = self.channel {
             // A message that could pass the budget on top of what the channel holds (only a
@@ -206,6 +236,7 @@ public final class OutboundBuffer {
                 }
                 switch write() {
                 case .written:
+                    self.channelBufferedSeen = nil
                     self.unflushed += size
                     if self.unflushed >= self.highWater {
                         self.unflushed = 0
@@ -220,7 +251,15 @@ public final class OutboundBuffer {
                 }
             }
         }
-        let result = self.queue.enqueue(message(), size: size, alsoBuffered: self.channelBuffered)
+        // The bound saves asking the channel for every message while they pile up; only
+        // when the message does not fit by it is the channel asked.
+        var elsewhere = self.channelBufferedAtMost
+        if !self.queue.fits(size: size, alsoBuffered: elsewhere) { elsewhere = self.channelBuffered }
+        if let merge, self.queue.mergeIntoLast(size: size, alsoBuffered: elsewhere, merge) {
+            if self.channel?.isWritable == true { self.flush() }
+            return .queued
+        }
+        let result = self.queue.enqueue(message(), size: size, alsoBuffered: elsewhere)
         switch result {
         case .queued:
             if self.channel?.isWritable == true { self.flush() }
@@ -248,14 +287,15 @@ public final class OutboundBuffer {
         defer { self.flushing = false }
         flushing: while !self.queue.isEmpty && channel.isWritable && self.channel === channel {
             var batch = 0
-            while batch < self.highWater, let message = self.queue.popFirst() {
-                switch self.writer?.writeOutbound(message) ?? .down {
+            while batch < self.highWater, let item = self.queue.popFirstItem() {
+                switch self.writer?.writeOutbound(item.message) ?? .down {
                 case .written:
-                    batch += message.size
+                    self.channelBufferedSeen = nil
+                    batch += item.size
                 case .unsendable:
-                    self.queue.countDropped(1)
+                    self.queue.countDropped(item.count)
                 case .down:
-                    self.queue.putBack([(message, message.size)])
+                    self.queue.putBack([item])
                     channel.flush()
                     break flushing
                 }

@@ -12,6 +12,10 @@ import DequeModule
 /// The byte bound can include bytes held elsewhere (`alsoBuffered`: what the socket has
 /// not taken yet), so that one budget covers everything waiting on the way out.
 ///
+/// One queued item can stand for several messages (``mergeIntoLast(size:alsoBuffered:_:)``:
+/// small frames made into one buffer as they wait); the count bound, ``count``,
+/// ``dropped`` and ``removeAll()`` count messages, not items.
+///
 /// ```swift
 /// var queue = SendQueue<String>(limit: 2, overflow: .dropOldest)
 /// queue.enqueue("a", size: 1)      // .queued
@@ -60,8 +64,13 @@ public struct SendQueue<Message> {
     public private(set) var dropped = 0
     /// Bytes of the queued messages.
     public private(set) var bytes = 0
+    /// Messages waiting, counting every message an item stands for.
+    private var messages = 0
 
-    private var storage = Deque<(message: Message, size: Int)>()
+    /// One queued item: a message, or several merged into one.
+    public typealias Item = (message: Message, size: Int, count: Int)
+
+    private var storage = Deque<Item>()
 
     /// Creates an empty queue.
     ///
@@ -78,7 +87,7 @@ public struct SendQueue<Message> {
     }
 
     /// Messages waiting (`stats().queued`).
-    public var count: Int { self.storage.count }
+    public var count: Int { self.messages }
 
     /// True when nothing is waiting.
     public var isEmpty: Bool { self.storage.isEmpty }
@@ -86,7 +95,7 @@ public struct SendQueue<Message> {
     /// True when one more message of `size` bytes fits, with `alsoBuffered` bytes waiting
     /// elsewhere.
     public func fits(size: Int, alsoBuffered: Int = 0) -> Bool {
-        self.storage.count < self.limit && self.bytes + alsoBuffered + size <= self.byteLimit
+        self.messages < self.limit && self.bytes + alsoBuffered + size <= self.byteLimit
     }
 
     /// Adds a message at the end, applying the overflow rule when it does not fit.
@@ -106,8 +115,10 @@ public struct SendQueue<Message> {
         case .dropOldest:
             var thrown = 0
             while !self.storage.isEmpty && !self.fits(size: size, alsoBuffered: alsoBuffered) {
-                self.bytes -= self.storage.removeFirst().size
-                thrown += 1
+                let oldest = self.storage.removeFirst()
+                self.bytes -= oldest.size
+                self.messages -= oldest.count
+                thrown += oldest.count
             }
             guard self.fits(size: size, alsoBuffered: alsoBuffered) else {
                 self.dropped += thrown + 1
@@ -119,26 +130,56 @@ public struct SendQueue<Message> {
         }
     }
 
-    /// Takes the oldest message out.
-    public mutating func popFirst() -> Message? {
-        guard let first = self.storage.popFirst() else { return nil }
-        self.bytes -= first.size
-        return first.message
+    /// Adds one more message of `size` bytes to the newest item with `merge` (which
+    /// changes the item in place and says whether it took the message), so that it waits
+    /// without an item of its own. Only when the message fits without the overflow rule,
+    /// and never under `drop_oldest`, which throws the oldest away one message at a time.
+    /// Returns false when the message was not merged: the caller enqueues it instead.
+    public mutating func mergeIntoLast(size: Int, alsoBuffered: Int = 0, _ merge: (inout Message) -> Bool) -> Bool {
+        guard self.overflow != .dropOldest, !self.storage.isEmpty, self.fits(size: size, alsoBuffered: alsoBuffered) else {
+            return false
+        }
+        // One access to the item, changed in place: its buffer stays uniquely referenced.
+        func grow(_ item: inout Item) -> Bool {
+            guard merge(&item.message) else { return false }
+            item.size += size
+            item.count += 1
+            return true
+        }
+        guard grow(&self.storage[self.storage.count - 1]) else { return false }
+        self.bytes += size
+        self.messages += 1
+        return true
     }
 
-    /// Puts messages back at the front, in their order (a flush the transport cut short).
-    public mutating func putBack(_ messages: [(Message, Int)]) {
-        for (message, size) in messages.reversed() {
-            self.storage.prepend((message, size))
-            self.bytes += size
+    /// Takes the oldest message out.
+    public mutating func popFirst() -> Message? {
+        self.popFirstItem()?.message
+    }
+
+    /// Takes the oldest item out, with its size and how many messages it stands for.
+    public mutating func popFirstItem() -> Item? {
+        guard let first = self.storage.popFirst() else { return nil }
+        self.bytes -= first.size
+        self.messages -= first.count
+        return first
+    }
+
+    /// Puts items back at the front, in their order (a flush the transport cut short).
+    public mutating func putBack(_ items: [Item]) {
+        for item in items.reversed() {
+            self.storage.prepend(item)
+            self.bytes += item.size
+            self.messages += item.count
         }
     }
 
-    /// Returns every waiting message, oldest first, and empties the queue.
+    /// Returns every waiting item, oldest first, and empties the queue.
     public mutating func drain() -> [Message] {
         let messages = self.storage.map(\.message)
         self.storage.removeAll()
         self.bytes = 0
+        self.messages = 0
         return messages
     }
 
@@ -146,10 +187,11 @@ public struct SendQueue<Message> {
     /// many there were: the value `c:close()` returns.
     @discardableResult
     public mutating func removeAll() -> Int {
-        let removed = self.storage.count
+        let removed = self.messages
         self.dropped += removed
         self.storage.removeAll()
         self.bytes = 0
+        self.messages = 0
         return removed
     }
 
@@ -159,8 +201,9 @@ public struct SendQueue<Message> {
     }
 
     private mutating func append(_ message: Message, size: Int) {
-        self.storage.append((message, size))
+        self.storage.append((message, size, 1))
         self.bytes += size
+        self.messages += 1
     }
 }
 

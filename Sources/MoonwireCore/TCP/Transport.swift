@@ -51,8 +51,13 @@ public protocol Transport: AnyObject {
     /// the transport can make one that any later connection can carry as it is (an
     /// uncompressed, unfragmented, masked WebSocket frame); nil otherwise.
     func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer?
-    /// Writes a frame made by ``frame(bytes:kind:)``. Throws when not open.
-    func sendFrame(_ frame: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError)
+    /// Adds one more frame, made now from bytes valid only for the call, at the end of
+    /// `frames` (made by ``frame(bytes:kind:)``), when both are small enough to wait in one
+    /// buffer; false when it does not.
+    func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool
+    /// Writes frames made by ``frame(bytes:kind:)`` (and ``appendFrame(bytes:kind:to:)``):
+    /// `messages` messages of `payloadSize` payload bytes in all. Throws when not open.
+    func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int) throws(WebSocketUsageError)
     /// Sends a WebSocket ping; throws for TCP.
     func ping(_ payload: ByteBuffer) throws(WebSocketUsageError)
     /// Ends the connection in order (close handshake / FIN after pending writes).
@@ -71,8 +76,11 @@ extension Transport {
     /// None: the message waits as a copy of its payload (TCP).
     public func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? { nil }
 
+    /// Never: no frames to add to.
+    public func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool { false }
+
     /// Never called for a transport that makes no frames.
-    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError) {
+    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int) throws(WebSocketUsageError) {
         throw WebSocketUsageError("this transport sends no prepared frames")
     }
 }

@@ -175,6 +175,18 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
         return self.writer.frame(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, allocator: context.channel.allocator)
     }
 
+    /// Adds a frame made now from `bytes` at the end of `frames` (made by
+    /// ``frame(bytes:kind:)``), when the message is one this handler would gather and
+    /// `frames` stays within what it gathers into one buffer; false otherwise.
+    func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool {
+        guard self.context != nil, bytes.count <= Self.gatherMessageLimit,
+            frames.readableBytes + WebSocketFrameWriter.maxHeaderSize + bytes.count <= Self.gatherBufferLimit,
+            !(self.deflate?.shouldCompress(bytes.count) ?? false), bytes.count <= self.fragmentSize ?? .max
+        else { return false }
+        self.writer.append(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, to: &frames)
+        return true
+    }
+
     /// Writes a frame made by ``frame(bytes:kind:)``.
     func sendFrame(_ frame: ByteBuffer) throws(WebSocketUsageError) {
         guard self.context != nil, case .open = self.closing.state else {

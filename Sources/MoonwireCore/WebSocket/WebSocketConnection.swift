@@ -265,12 +265,18 @@ public final class WebSocketConnection {
         return self.handler?.frame(bytes: bytes, kind: kind)
     }
 
-    /// See ``Transport/sendFrame(_:payloadSize:)``.
-    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int) throws(WebSocketUsageError) {
+    /// See ``Transport/appendFrame(bytes:kind:to:)``.
+    public func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool {
+        self.eventLoop.assertInEventLoop()
+        return self.handler?.appendFrame(bytes: bytes, kind: kind, to: &frames) ?? false
+    }
+
+    /// See ``Transport/sendFrame(_:payloadSize:messages:)``.
+    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int = 1) throws(WebSocketUsageError) {
         self.eventLoop.assertInEventLoop()
         guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
         try handler.sendFrame(frame)
-        self.stats.messagesSent += 1
+        self.stats.messagesSent += messages
         self.stats.bytesSent += payloadSize
     }
 

@@ -114,6 +114,42 @@ extension LifecycleTests {
             #expect(queue.dropped == 4)
         }
 
+        @Test func mergedMessagesCountOneByOneInEveryBound() {
+            // Items are strings; a merge appends to the newest one.
+            var queue = SendQueue<String>(limit: 4, bytes: 100, overflow: .error)
+            #expect(!queue.mergeIntoLast(size: 1) { $0 += "x"; return true })  // nothing to merge into
+            #expect(queue.enqueue("a", size: 10) == .queued)
+            #expect(queue.mergeIntoLast(size: 10) { $0 += "b"; return true })
+            #expect(queue.mergeIntoLast(size: 10) { $0 += "c"; return true })
+            #expect(queue.count == 3)
+            #expect(queue.bytes == 30)
+            // The item said no: nothing changes.
+            #expect(!queue.mergeIntoLast(size: 10) { _ in false })
+            #expect(queue.count == 3)
+            // Past the byte bound, or the count bound: not merged (the caller's enqueue applies the rule).
+            #expect(!queue.mergeIntoLast(size: 80) { $0 += "huge"; return true })
+            #expect(queue.mergeIntoLast(size: 10) { $0 += "d"; return true })
+            #expect(!queue.mergeIntoLast(size: 1) { $0 += "e"; return true })
+            #expect(queue.enqueue("e", size: 1) == .full)
+            #expect(queue.count == 4)
+            let item = queue.popFirstItem()
+            #expect(item?.message == "abcd" && item?.size == 40 && item?.count == 4)
+            #expect(queue.isEmpty && queue.count == 0 && queue.bytes == 0)
+            // Put back whole; removeAll counts every message in it.
+            queue.putBack([item!])
+            #expect(queue.count == 4 && queue.bytes == 40)
+            #expect(queue.removeAll() == 4)
+            #expect(queue.dropped == 4)
+        }
+
+        @Test func dropOldestNeverMerges() {
+            // drop_oldest throws messages away one at a time, so each keeps its own item.
+            var queue = SendQueue<String>(limit: 4, overflow: .dropOldest)
+            queue.enqueue("a", size: 1)
+            #expect(!queue.mergeIntoLast(size: 1) { $0 += "b"; return true })
+            #expect(queue.drain() == ["a"])
+        }
+
         @Test func usableAgainAfterDrain() {
             var queue = SendQueue<Int>(limit: 2, overflow: .dropOldest)
             queue.enqueue(1, size: 1)
