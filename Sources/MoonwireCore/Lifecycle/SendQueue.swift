@@ -70,7 +70,12 @@ public struct SendQueue<Message> {
     /// One queued item: a message, or several merged into one.
     public typealias Item = (message: Message, size: Int, count: Int)
 
+    /// The items before the newest, oldest first.
     private var storage = Deque<Item>()
+    /// The newest item, kept out of the deque so that merging into it changes it in place
+    /// (through the deque's subscript it was copied out and back, twice per message).
+    /// Nil exactly when the queue is empty.
+    private var last: Item?
 
     /// Creates an empty queue.
     ///
@@ -90,7 +95,7 @@ public struct SendQueue<Message> {
     public var count: Int { self.messages }
 
     /// True when nothing is waiting.
-    public var isEmpty: Bool { self.storage.isEmpty }
+    public var isEmpty: Bool { self.last == nil }
 
     /// True when one more message of `size` bytes fits, with `alsoBuffered` bytes waiting
     /// elsewhere.
@@ -114,8 +119,7 @@ public struct SendQueue<Message> {
             return .droppedNewest
         case .dropOldest:
             var thrown = 0
-            while !self.storage.isEmpty && !self.fits(size: size, alsoBuffered: alsoBuffered) {
-                let oldest = self.storage.removeFirst()
+            while !self.fits(size: size, alsoBuffered: alsoBuffered), let oldest = self.removeFirstItem() {
                 self.bytes -= oldest.size
                 self.messages -= oldest.count
                 thrown += oldest.count
@@ -136,7 +140,7 @@ public struct SendQueue<Message> {
     /// and never under `drop_oldest`, which throws the oldest away one message at a time.
     /// Returns false when the message was not merged: the caller enqueues it instead.
     public mutating func mergeIntoLast(size: Int, alsoBuffered: Int = 0, _ merge: (inout Message) -> Bool) -> Bool {
-        guard self.overflow != .dropOldest, !self.storage.isEmpty, self.fits(size: size, alsoBuffered: alsoBuffered) else {
+        guard self.overflow != .dropOldest, self.last != nil, self.fits(size: size, alsoBuffered: alsoBuffered) else {
             return false
         }
         // One access to the item, changed in place: its buffer stays uniquely referenced.
@@ -146,7 +150,7 @@ public struct SendQueue<Message> {
             item.count += 1
             return true
         }
-        guard grow(&self.storage[self.storage.count - 1]) else { return false }
+        guard grow(&self.last!) else { return false }
         self.bytes += size
         self.messages += 1
         return true
@@ -159,7 +163,7 @@ public struct SendQueue<Message> {
 
     /// Takes the oldest item out, with its size and how many messages it stands for.
     public mutating func popFirstItem() -> Item? {
-        guard let first = self.storage.popFirst() else { return nil }
+        guard let first = self.removeFirstItem() else { return nil }
         self.bytes -= first.size
         self.messages -= first.count
         return first
@@ -168,7 +172,7 @@ public struct SendQueue<Message> {
     /// Puts items back at the front, in their order (a flush the transport cut short).
     public mutating func putBack(_ items: [Item]) {
         for item in items.reversed() {
-            self.storage.prepend(item)
+            if self.last == nil { self.last = item } else { self.storage.prepend(item) }
             self.bytes += item.size
             self.messages += item.count
         }
@@ -176,8 +180,9 @@ public struct SendQueue<Message> {
 
     /// Returns every waiting item, oldest first, and empties the queue.
     public mutating func drain() -> [Message] {
-        let messages = self.storage.map(\.message)
+        let messages = self.storage.map(\.message) + (self.last.map { [$0.message] } ?? [])
         self.storage.removeAll()
+        self.last = nil
         self.bytes = 0
         self.messages = 0
         return messages
@@ -190,6 +195,7 @@ public struct SendQueue<Message> {
         let removed = self.messages
         self.dropped += removed
         self.storage.removeAll()
+        self.last = nil
         self.bytes = 0
         self.messages = 0
         return removed
@@ -200,8 +206,13 @@ public struct SendQueue<Message> {
         self.dropped += n
     }
 
+    private mutating func removeFirstItem() -> Item? {
+        self.storage.popFirst() ?? self.last.take()
+    }
+
     private mutating func append(_ message: Message, size: Int) {
-        self.storage.append((message, size, 1))
+        if let newest = self.last.take() { self.storage.append(newest) }
+        self.last = (message, size, 1)
         self.bytes += size
         self.messages += 1
     }
