@@ -18,6 +18,9 @@ enum ChannelTuning {
     /// reading only 4 MiB of the answers per tick left the rest piling up in the peer
     /// (an echo server held 600 MiB after 2 GB at 64 KiB, and ran 15 % slower). The cost
     /// is fairness: one connection flooding a loop holds it for up to 16 MiB of messages
-    /// before the next connection's turn.
+    /// before the next connection's turn. A connection whose inbox paused reading
+    /// (`autoRead` off) still gets the rest of the read in progress: at most 16 MiB, and
+    /// never more than the kernel had buffered for it (6 MiB at most with Debian's
+    /// default `tcp_rmem`).
     static let readsPerEvent: UInt = 16
 }
