@@ -140,17 +140,13 @@ public struct SendQueue<Message> {
     /// and never under `drop_oldest`, which throws the oldest away one message at a time.
     /// Returns false when the message was not merged: the caller enqueues it instead.
     public mutating func mergeIntoLast(size: Int, alsoBuffered: Int = 0, _ merge: (inout Message) -> Bool) -> Bool {
-        guard self.overflow != .dropOldest, self.last != nil, self.fits(size: size, alsoBuffered: alsoBuffered) else {
-            return false
-        }
-        // One access to the item, changed in place: its buffer stays uniquely referenced.
-        func grow(_ item: inout Item) -> Bool {
-            guard merge(&item.message) else { return false }
-            item.size += size
-            item.count += 1
-            return true
-        }
-        guard grow(&self.last!) else { return false }
+        guard self.overflow != .dropOldest, self.fits(size: size, alsoBuffered: alsoBuffered),
+            var item = self.last.take()  // moved out, so its buffer stays uniquely referenced
+        else { return false }
+        defer { self.last = item }
+        guard merge(&item.message) else { return false }
+        item.size += size
+        item.count += 1
         self.bytes += size
         self.messages += 1
         return true
