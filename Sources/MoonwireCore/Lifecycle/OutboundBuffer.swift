@@ -255,11 +255,8 @@ public final class OutboundBuffer {
         // when the message does not fit by it is the channel asked.
         var elsewhere = self.channelBufferedAtMost
         if !self.queue.fits(size: size, alsoBuffered: elsewhere) { elsewhere = self.channelBuffered }
-        if let merge, self.queue.mergeIntoLast(size: size, alsoBuffered: elsewhere, merge) {
-            if self.channel?.isWritable == true { self.flush() }
-            return .queued
-        }
-        let result = self.queue.enqueue(message(), size: size, alsoBuffered: elsewhere)
+        let merged = merge.map { self.queue.mergeIntoLast(size: size, alsoBuffered: elsewhere, $0) } ?? false
+        let result = merged ? .queued : self.queue.enqueue(message(), size: size, alsoBuffered: elsewhere)
         switch result {
         case .queued:
             if self.channel?.isWritable == true { self.flush() }

@@ -138,7 +138,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// uncompressed frame, else through ``send(_:kind:)``.
     func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
         guard let context = self.context, case .open = self.closing.state, self.outboundMessage == nil,
-            !(self.deflate?.shouldCompress(bytes.count) ?? false), bytes.count <= self.fragmentSize ?? .max
+            self.goesAsOnePlainFrame(bytes.count)
         else {
             return try self.send(ByteBuffer(bytes: bytes), kind: kind)
         }
@@ -164,14 +164,18 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
         self.scheduleFlush(context)
     }
 
+    /// True when a message of `size` bytes goes out as one uncompressed frame (not
+    /// compressed by permessage-deflate, not cut into fragments).
+    private func goesAsOnePlainFrame(_ size: Int) -> Bool {
+        !(self.deflate?.shouldCompress(size) ?? false) && size <= self.fragmentSize ?? .max
+    }
+
     /// A whole message as one masked frame made now from the caller's bytes, for a message
     /// that has to wait in the send queue: nil when it would be compressed or fragmented
     /// (those depend on the connection that sends it). An uncompressed frame is valid on
     /// any later connection too, with or without permessage-deflate.
     func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? {
-        guard let context = self.context, !(self.deflate?.shouldCompress(bytes.count) ?? false),
-            bytes.count <= self.fragmentSize ?? .max
-        else { return nil }
+        guard let context = self.context, self.goesAsOnePlainFrame(bytes.count) else { return nil }
         return self.writer.frame(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, allocator: context.channel.allocator)
     }
 
@@ -181,7 +185,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
     func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool {
         guard self.context != nil, bytes.count <= Self.gatherMessageLimit,
             frames.readableBytes + WebSocketFrameWriter.maxHeaderSize + bytes.count <= Self.gatherBufferLimit,
-            !(self.deflate?.shouldCompress(bytes.count) ?? false), bytes.count <= self.fragmentSize ?? .max
+            self.goesAsOnePlainFrame(bytes.count)
         else { return false }
         self.writer.append(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, to: &frames)
         return true

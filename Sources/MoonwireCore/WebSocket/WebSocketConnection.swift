@@ -272,7 +272,7 @@ public final class WebSocketConnection {
     }
 
     /// See ``Transport/sendFrame(_:payloadSize:messages:)``.
-    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int = 1) throws(WebSocketUsageError) {
+    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int) throws(WebSocketUsageError) {
         self.eventLoop.assertInEventLoop()
         guard let handler = self.handler else { throw WebSocketUsageError("connection is not open") }
         try handler.sendFrame(frame)
