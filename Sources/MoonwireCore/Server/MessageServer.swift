@@ -67,6 +67,7 @@ public final class MessageServer {
             .childChannelOption(.recvAllocator, value: ChannelTuning.readAllocator)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    ChannelTuning.tuneLoopback(channel)
                     try bound.value.configure(channel)
                 }
             }

@@ -47,7 +47,10 @@ enum ClientDialer {
                 }
             }
         guard let proxy else {
-            return bootstrap.connect(host: host, port: port)
+            return bootstrap.connect(host: host, port: port).map { channel in
+                ChannelTuning.tuneLoopback(channel)
+                return channel
+            }
         }
         return bootstrap.connect(host: proxy.host, port: proxy.port)
             .flatMapErrorThrowing { error in throw Self.unreachable(proxy, error) }
