@@ -18,6 +18,9 @@
  * waits after every echo) and fanout (unpinned, and it measures latency) keep
  * the normal policy.
  *
+ * A peer on this host gets the socket setting moonwire uses for one: a 1 MiB
+ * send buffer instead of the kernel's autotuning (see loopback_send_buffer).
+ *
  * Workloads, command line and JSON line are those of the peer clients
  * (bench/peers/peercli.py, bench/README.md): rtt, pipelined (no warmup, a
  * window of messages in flight, refilled when a quarter of it is free),
@@ -295,12 +298,41 @@ static void resolve(void) {
     request_len = (size_t)n;
 }
 
+/* moonwire's socket setting for a peer on this host (its ChannelTuning.loopbackSendBuffer):
+   a 512 KiB send buffer (1 MiB as the kernel counts) instead of the kernel's autotuning,
+   when net.core.wmem_max allows it; 0 = leave the kernel's sizing. */
+static int loopback_send_buffer(void) {
+    int loopback = 0;
+    if (peer_addr.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&peer_addr;
+        loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    } else if (peer_addr.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)&peer_addr)->sin6_addr;
+        loopback = IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    if (!loopback)
+        return 0;
+    long max = 0;
+    FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &max) != 1)
+            max = 0;
+        fclose(f);
+    }
+    return max >= 512 * 1024 ? 512 * 1024 : 0;
+}
+
 static int new_socket(int nonblocking) {
     int fd = socket(peer_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
     if (fd < 0)
         return -1;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    static int sndbuf = -1;
+    if (sndbuf < 0)
+        sndbuf = loopback_send_buffer();
+    if (sndbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     return fd;
 }
 
