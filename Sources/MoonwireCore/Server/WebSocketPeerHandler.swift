@@ -139,7 +139,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
 
     /// The frame for a message; compressed frames are specific to one peer's deflate state.
     static func frame(_ data: ByteBuffer, kind: WebSocketMessageKind, deflate: PerMessageDeflate?, allocator: ByteBufferAllocator) throws(WebSocketUsageError) -> ByteBuffer {
-        let opcode: UInt8 = kind == .text ? 0x1 : 0x2
+        let opcode = kind.opcode
         guard let deflate, deflate.shouldCompress(data.readableBytes) else {
             return WebSocketServerFrame.encode(opcode: opcode, payload: data, allocator: allocator)
         }

@@ -116,7 +116,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
         guard self.outboundMessage == nil else {
             throw WebSocketUsageError("a fragmented message is being sent; finish it first")
         }
-        let opcode: UInt8 = kind == .text ? 0x1 : 0x2
+        let opcode = kind.opcode
         if let deflate = self.deflate, deflate.shouldCompress(data.readableBytes) {
             var compressed = try self.compress(data, deflate: deflate, isFinal: true, allocator: context.channel.allocator)
             if let size = self.fragmentSize, compressed.readableBytes > size {
@@ -142,7 +142,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
         else {
             return try self.send(ByteBuffer(bytes: bytes), kind: kind)
         }
-        let opcode: UInt8 = kind == .text ? 0x1 : 0x2
+        let opcode = kind.opcode
         guard bytes.count <= Self.gatherMessageLimit else {
             self.write(self.writer.frame(opcode: opcode, payload: bytes, allocator: context.channel.allocator))
             return
@@ -176,7 +176,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// any later connection too, with or without permessage-deflate.
     func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? {
         guard let context = self.context, self.goesAsOnePlainFrame(bytes.count) else { return nil }
-        return self.writer.frame(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, allocator: context.channel.allocator)
+        return self.writer.frame(opcode: kind.opcode, payload: bytes, allocator: context.channel.allocator)
     }
 
     /// Adds a frame made now from `bytes` at the end of `frames` (made by
@@ -187,7 +187,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
             frames.readableBytes + WebSocketFrameWriter.maxHeaderSize + bytes.count <= Self.gatherBufferLimit,
             self.goesAsOnePlainFrame(bytes.count)
         else { return false }
-        self.writer.append(opcode: kind == .text ? 0x1 : 0x2, payload: bytes, to: &frames)
+        self.writer.append(opcode: kind.opcode, payload: bytes, to: &frames)
         return true
     }
 
@@ -220,7 +220,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
         let compressed = self.outboundMessage?.compressed ?? (self.deflate?.canCompress ?? false)
         self.outboundMessage = isFinal ? nil : (kind, compressed)
-        let opcode: UInt8 = first ? (kind == .text ? 0x1 : 0x2) : 0x0
+        let opcode: UInt8 = first ? kind.opcode : 0x0
         if compressed, let deflate = self.deflate {
             var payload = try self.compress(data, deflate: deflate, isFinal: isFinal, allocator: context.channel.allocator)
             self.writer.frameInPlace(opcode: opcode, fin: isFinal, rsv1: first, buffer: &payload)
