@@ -131,7 +131,7 @@ extension ScriptRuntime {
                     .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
                     .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
                     .text("queued"): .integer(Int64(peer.queued)), .text("buffered"): .integer(Int64(peer.buffered)),
-                    .text("dropped"): .integer(Int64(peer.dropped)),
+                    .text("dropped"): .integer(Int64(peer.dropped)), .text("auto_replies"): .integer(Int64(peer.autoReplies)),
                 ]))
                 return 1
             }
@@ -144,6 +144,15 @@ extension ScriptRuntime {
                 args.lua.push(peer.outbound.budgetReached)
                 args.lua.push(peer.isOpen)
                 return 2
+            }
+        }),
+        // For the prelude's auto_reply rules with a function: answers a probe.
+        ("_answer", { L, ctx in
+            LuaBinding.enter(L, ctx, "auto_reply", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
+                let p = try rt.peer(args)
+                let (reply, kind) = try args.message(at: 2, kindAt: 3)
+                p.peer.answerProbe(reply, kind: kind)
+                return 0
             }
         }),
         ("_fields", { L, ctx in
@@ -208,6 +217,7 @@ extension ScriptRuntime {
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }
+        options.autoReply = ConnectOptions.autoReply(&t)
         if case .boolean(false) = t.raw("heartbeat") {
             options.heartbeat = nil
         } else if var h = try t.table("heartbeat") {
