@@ -122,15 +122,6 @@ extension ScriptRuntime {
                 return 1
             }
         }),
-        // For the prelude's auto_reply rules with a function: answers a probe.
-        ("_answer", { L, ctx in
-            LuaBinding.enter(L, ctx, "auto_reply", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let c = try rt.connection(args)
-                let (reply, kind) = try args.message(at: 2, kindAt: 3)
-                c.connection.answerProbe(reply, kind: kind)
-                return 0
-            }
-        }),
         // For the prelude's drain(): true while the budget is reached (drain waits).
         ("_over_budget", { L, ctx in
             LuaBinding.enter(L, ctx, "c:drain", isMethod: true, as: ScriptRuntime.self) { rt, args in

@@ -146,15 +146,6 @@ extension ScriptRuntime {
                 return 2
             }
         }),
-        // For the prelude's auto_reply rules with a function: answers a probe.
-        ("_answer", { L, ctx in
-            LuaBinding.enter(L, ctx, "auto_reply", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                let (reply, kind) = try args.message(at: 2, kindAt: 3)
-                p.peer.answerProbe(reply, kind: kind)
-                return 0
-            }
-        }),
         ("_fields", { L, ctx in
             LuaBinding.enter(L, ctx, "peer", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let p = try rt.peer(args)

@@ -290,11 +290,12 @@ local function split_auto_reply(opts, fname)
 end
 
 -- Is `message` a probe one of the scripted auto_reply `rules` answers? Then the
--- answer goes out through `answer` (Swift, which counts it) and true is returned:
--- the message is consumed. A string match is the message as received (`raw`); a
--- function gets it decoded, as a reply function does, whose result goes through
--- encode(st, data) (the codec of the connection or server whose state is `st`).
-local function auto_answer(rules, target, answer, encode, st, raw, message, kind)
+-- answer goes out to `target` (a connection or a peer; Swift counts it) and true
+-- is returned: the message is consumed. A string match is the message as received
+-- (`raw`); a function gets it decoded, as a reply function does, whose result goes
+-- through encode(st, data) (the codec of the connection or server whose state is `st`).
+local host_answer = host.auto_answer
+local function auto_answer(rules, target, encode, st, raw, message, kind)
   for i = 1, #rules do
     local rule = rules[i]
     local match = rule.match
@@ -308,7 +309,7 @@ local function auto_answer(rules, target, answer, encode, st, raw, message, kind
           error("auto_reply: the reply function returned a " .. type(reply) .. ", not a string", 0)
         end
       end
-      answer(target, reply, (kind == "text" and not utf8.len(reply)) and "binary" or kind)
+      host_answer(target, reply, (kind == "text" and not utf8.len(reply)) and "binary" or kind)
       return true
     end
   end
@@ -481,8 +482,6 @@ end
 
 local raw_pause_reading = methods._pause_reading
 methods._pause_reading = nil
-local raw_answer = methods._answer
-methods._answer = nil
 
 -- Reading resumes once the script took half of what paused it.
 local function inbox_taken(self, st, q)
@@ -633,7 +632,7 @@ function events.message(c, message, kind)
     message = codec.decode(message, kind)
   end
   local rules = st.auto_rules
-  if rules and auto_answer(rules, c, raw_answer, encode_message, st, raw, message, kind) then
+  if rules and auto_answer(rules, c, encode_message, st, raw, message, kind) then
     return
   end
   if st.waiters[1] then
@@ -821,8 +820,7 @@ end
 
 local peer_over_budget = peer_methods._over_budget
 peer_methods._over_budget = nil
-local raw_peer_answer = peer_methods._answer
-peer_methods._answer = nil
+
 function peer_methods.drain(self, timeout)
   local over, open = peer_over_budget(self)
   if not open then return nil, "closed" end
@@ -845,7 +843,7 @@ function server_events.message(s, peer, message, kind)
   local codec, raw = st.codec, message
   if codec and codec.decode then message = codec.decode(message, kind) end
   local rules = st.auto_rules
-  if rules and auto_answer(rules, peer, raw_peer_answer, encode_for, st, raw, message, kind) then
+  if rules and auto_answer(rules, peer, encode_for, st, raw, message, kind) then
     return
   end
   local handlers = st.on_message
