@@ -29,6 +29,9 @@ public final class ServerPeer {
     /// The peer's probes answered by the server's ``MessageServerOptions/autoReply`` or
     /// ``answerProbe(_:kind:)``.
     public private(set) var autoReplies = 0
+    /// The server's `auto_reply`, kept here: the message path does not go through the
+    /// server's options for it.
+    private let autoReply: AutoReply?
 
     enum Link {
         case webSocket(WebSocketPeerHandler)
@@ -53,8 +56,9 @@ public final class ServerPeer {
         self.remoteAddress = request.remoteAddress
         self.request = request
         self.server = server
-        self.heartbeat = HeartbeatMonitor(server.options.heartbeat)
         let options = server.options
+        self.heartbeat = HeartbeatMonitor(options.heartbeat)
+        self.autoReply = options.autoReply
         self.outbound = OutboundBuffer(limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow)
         self.outbound.writer = self
     }
@@ -228,7 +232,7 @@ public final class ServerPeer {
         self.stats.messagesReceived += 1
         self.stats.bytesReceived += message.readableBytes
         self.heartbeat.didReceiveMessage(at: .now())
-        if let (reply, replyKind) = self.server?.options.autoReply?.answer(to: message, kind: kind) {
+        if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
             self.answerProbe(reply, kind: replyKind)
             return
         }
