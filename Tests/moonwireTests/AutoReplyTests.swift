@@ -39,6 +39,31 @@ import Testing
         #expect(!server.output.contains("ping\"}\n"), "a ping reached on_message: \(server.output)")
     }
 
+    /// With `ready = "manual"` the answer goes out past the held queue: a Socket.IO
+    /// server may ping before the client's own handshake is done.
+    @Test func theAnswerPassesAQueueHeldForReady() throws {
+        let script = try CommandRunner.script("auto_reply_held.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            s:on_connect(function(peer) peer:send("2") end)
+            local c = mw.connect(s:url(), { ready = "manual", reconnect = false, auto_reply = { match = "2", reply = "3" } })
+            c:send("x")
+            local got = {}
+            s:on_message(function(peer, msg)
+              got[#got + 1] = msg
+              if msg == "3" then
+                c:ready()
+              else
+                print(table.concat(got, ","), c:stats().auto_replies)
+                c:close()
+                s:close()
+              end
+            end)
+            """)
+        let r = try CommandRunner.run(["run", script], deadline: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "3,x\t1\n", "\(r.stderr)")
+    }
+
     /// A rule with a function can compute the answer (through the codec); a bad
     /// option is an error at the script's line naming the rule.
     @Test func replyFunctionsGoThroughTheCodecAndBadRulesAreNamed() throws {
