@@ -1,7 +1,7 @@
 -- A Socket.IO v4 client over a plain WebSocket: the Engine.IO open packet,
 -- the namespace connect ("40"), an event out and one back, and an event with
 -- an acknowledgement id answered by the server's ack. Engine.IO pings ("2")
--- are answered ("3") by a coroutine that waits with c:expect.
+-- are answered ("3") by auto_reply, without reaching the script.
 --
 -- ready = "manual": an event emitted before the namespace connect stays
 -- queued after the socket opens (the server would drop it), the handshake goes
@@ -9,7 +9,9 @@
 --
 --   moonwire run examples/socketio_client.lua ws://127.0.0.1:8000/
 local base = mw.args[1] or "ws://127.0.0.1:8000/"
-local c = mw.connect(base .. "socket.io/?EIO=4&transport=websocket", { reconnect = false, ready = "manual" })
+local c = mw.connect(base .. "socket.io/?EIO=4&transport=websocket", {
+  reconnect = false, ready = "manual", auto_reply = { match = "2", reply = "3" },
+})
 
 local function emit(event, ...)
   c:send("42" .. mw.json.encode(mw.json.array({ event, ... })))
@@ -27,10 +29,6 @@ c:send_now("40")
 local connected = mw.json.decode(assert(c:expect("^40", 10)):sub(3))
 print("connected, sid is a " .. type(connected.sid))
 c:ready()
-
-mw.spawn(function()
-  while c:expect("^2$") do c:send_now("3") end -- until the connection closes
-end)
 
 -- An event with an ack id: "42<id>[...]" out, "43<id>[...]" back.
 local last_id = 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
 # Lua 5.4 (headers and library), lua-luassert, pkg-config, libedit (the line
-# editor of `connect` and `listen`); with --test, also the peers the tests talk to and xmllint.
+# editor of `connect` and `listen`); with --test, also the peers the tests talk to, xmllint and jq.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
 
@@ -17,6 +17,8 @@ if [ "${1:-}" = "--test" ]; then
     command -v openssl >/dev/null 2>&1 || need+=(openssl)
     # xmllint validates moonwire test's JUnit XML against its schema.
     command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
+    # jq reads figures out of --summary-json files, as a CI script would.
+    command -v jq >/dev/null 2>&1 || need+=(jq)
     # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua.
     [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
     # Real proxies for the proxy tests: tinyproxy (HTTP CONNECT), microsocks (SOCKS5).

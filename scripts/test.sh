@@ -19,6 +19,9 @@ echo "== moonwire test examples/tests" >&2
 echo "== moonwire run examples/load_rate.lua (half a second, thresholds gate)" >&2
 "$bin" run --summary examples/load_rate.lua - 50 0.5
 
+echo "== moonwire run examples/load_vus.lua (one second: each VU's connection closed, the run ends)" >&2
+"$bin" run --summary examples/load_vus.lua - 5 1
+
 echo "== swift test" >&2
 swift test --skip-build
 

@@ -106,6 +106,7 @@ extension ScriptRuntime {
                     .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
                     .text("reconnects"): .integer(Int64(s.reconnects)), .text("queued"): .integer(Int64(s.queued)),
                     .text("buffered"): .integer(Int64(s.buffered)), .text("dropped"): .integer(Int64(s.dropped)),
+                    .text("auto_replies"): .integer(Int64(s.autoReplies)),
                 ]
                 if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
                 if let timing = s.connectTiming {
@@ -366,9 +367,24 @@ struct ConnectOptions {
             guard ready == "open" || ready == "manual" else { throw t.error("ready", "\"open\" or \"manual\" expected, got \"\(ready)\"") }
             configuration.manualReady = ready == "manual"
         }
+        configuration.autoReply = Self.autoReply(&t)
         record = try t.string("record")
         recordSecrets = try t.boolean("record_secrets") ?? false
         try t.finish()
+    }
+
+    /// `auto_reply` as the prelude hands it on: only the rules of two strings, as a list of
+    /// `{ match =, reply = }` (it checked the option, and keeps the rules with a function).
+    static func autoReply(_ t: inout LuaOptionTable) -> AutoReply? {
+        guard case .table(let list) = t.raw("auto_reply") else { return nil }
+        var rules: [AutoReply.Rule] = []
+        var i: Int64 = 1
+        while case .table(let rule)? = list[.integer(i)],
+            case .string(let match)? = rule[.text("match")], case .string(let reply)? = rule[.text("reply")] {
+            rules.append(AutoReply.Rule(match: match, reply: reply))
+            i += 1
+        }
+        return rules.isEmpty ? nil : AutoReply(rules)
     }
 
     /// `queue = { limit = N, bytes = B, overflow = "drop_oldest" | "drop_newest" | "error" }`

@@ -36,6 +36,19 @@ extension ScriptRuntime {
                 return 0
             }
         }),
+        // The prelude's auto_reply rules with a function: answers a connection's or a
+        // peer's probe (the rules of two strings are answered in Core).
+        ("auto_answer", { L, ctx in
+            LuaBinding.enter(L, ctx, "auto_reply", as: ScriptRuntime.self) { rt, args in
+                let (reply, kind) = try args.message(at: 2, kindAt: 3)
+                if let c = args.lua.object(at: 1, class: LuaConnection.className, as: LuaConnection.self) {
+                    c.connection.answerProbe(reply, kind: kind)
+                } else {
+                    try rt.peer(args).peer.answerProbe(reply, kind: kind)
+                }
+                return 0
+            }
+        }),
         ("uncaught", { L, ctx in
             LuaBinding.enter(L, ctx, "uncaught", as: ScriptRuntime.self) { rt, args in
                 if rt.uncaught(try args.string(1)) { return 0 }

@@ -131,7 +131,7 @@ extension ScriptRuntime {
                     .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
                     .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
                     .text("queued"): .integer(Int64(peer.queued)), .text("buffered"): .integer(Int64(peer.buffered)),
-                    .text("dropped"): .integer(Int64(peer.dropped)),
+                    .text("dropped"): .integer(Int64(peer.dropped)), .text("auto_replies"): .integer(Int64(peer.autoReplies)),
                 ]))
                 return 1
             }
@@ -208,6 +208,7 @@ extension ScriptRuntime {
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }
+        options.autoReply = ConnectOptions.autoReply(&t)
         if case .boolean(false) = t.raw("heartbeat") {
             options.heartbeat = nil
         } else if var h = try t.table("heartbeat") {

@@ -38,7 +38,8 @@ struct Replay: ParsableCommand {
             --from-har H -o F      import a browser's HAR export (no FILE)
 
             JSON messages match as values; --ignore leaves fields out (id anywhere, \
-            user.id from the top) and --match loose lets a message have more fields \
+            user.id from the top, array positions as [1], $.a[0].id, or *[1] in every \
+            array) and --match loose lets a message have more fields \
             than recorded. A client message that differs ends its session with close \
             code 4400 and the difference on stderr. Exit: 0 when every exchange \
             matched, 1 when one did not, 2 for bad input (the file and line are named).
@@ -72,7 +73,7 @@ struct Replay: ParsableCommand {
     @Option(name: .shortAndLong, help: "Where --generate-test and --from-har write.")
     var output: String?
 
-    @Option(help: ArgumentHelp("JSON fields left out of matching, comma-separated: id,ts,user.id", valueName: "fields"))
+    @Option(help: ArgumentHelp("JSON fields left out of matching, comma-separated: id,ts,user.id, positions such as [1], $.a[0].id, *[1]", valueName: "fields"))
     var ignore: [String] = []
 
     @Option(help: "exact, or loose: a JSON message may have more fields than recorded.")
@@ -105,10 +106,22 @@ struct Replay: ParsableCommand {
         if url != nil && !client { throw ValidationError("a URL after the recording is for --client; --serve takes its own") }
         guard speed >= 0, speed.isFinite else { throw ValidationError("--speed must be 0 (at once) or more") }
         guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be more than 0 seconds") }
+        for path in ignorePaths {
+            do {
+                _ = try IgnorePath(path)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+    }
+
+    /// `--ignore a,b --ignore c`: each path once.
+    var ignorePaths: [String] {
+        ignore.flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
     }
 
     var matcher: MessageMatcher {
-        MessageMatcher(ignore: ignore.flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }, loose: match == .loose)
+        MessageMatcher(ignore: ignorePaths, loose: match == .loose)
     }
 
     func run() throws {

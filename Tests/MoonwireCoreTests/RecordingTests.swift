@@ -63,6 +63,42 @@ import Testing
         #expect(exact.difference(expected: message("x"), actual: Array("x".utf8), kind: .binary)?.hasPrefix("expected a text message, got a binary one") == true)
     }
 
+    /// --ignore paths with array positions: OCPP's message id at [1], a position inside
+    /// an object, any position, any depth; a bare name and a dotted path as before.
+    @Test func ignorePathsNameArrayPositions() throws {
+        let call = message(#"[2,"a1","Heartbeat",{"ids":[{"id":1,"v":2}],"ts":5}]"#)
+        func differs(_ ignore: [String], _ actual: String) -> String? {
+            MessageMatcher(ignore: ignore).difference(expected: call, actual: Array(actual.utf8), kind: .text)
+        }
+        let fresh = #"[2,"b7","Heartbeat",{"ids":[{"id":9,"v":2}],"ts":6}]"#
+        #expect(differs([], fresh) == "$[1]: expected \"a1\", got \"b7\"\n$[3].ids[0].id: expected 1, got 9\n$[3].ts: expected 5, got 6")
+        #expect(differs(["[1]", "$[3].ids[0].id", "ts"], fresh) == nil)
+        #expect(differs(["*[1]", "[3].ids[*].id", "[3].ts"], fresh) == nil)
+        #expect(differs(["[2]", "id", "ts"], fresh) == "$[1]: expected \"a1\", got \"b7\"")
+        // A path without positions passes over the arrays on its way, as it always did.
+        #expect(differs(["ids.id", "[1]", "ts"], fresh) == nil)
+        #expect(differs(["v.id", "[1]", "ts"], fresh) == "$[3].ids[0].id: expected 1, got 9")
+        #expect(try IgnorePath("$.a[0].id").matches([.key("a"), .index(0), .key("id")]))
+        #expect(try !IgnorePath("$.a[0].id").matches([.key("a"), .index(1), .key("id")]))
+        #expect(try IgnorePath("user.id").matches([.key("user"), .index(3), .key("id")]))
+        #expect(try IgnorePath("*.user.id").matches([.index(0), .key("user"), .key("id")]))
+        for bad in ["[x]", "a[", "a..b", "$", "[-1]", "a.[1]"] {
+            #expect(throws: IgnorePath.SyntaxError.self, "\(bad)") { try IgnorePath(bad) }
+        }
+    }
+
+    /// auto_reply's exact rules: the whole message, byte for byte; the answer keeps the
+    /// probe's kind unless it is not UTF-8.
+    @Test func autoReplyMatchesWholeMessagesOnly() {
+        let rules = AutoReply([.init(match: Array("2".utf8), reply: Array("3".utf8)), .init(match: [0x09], reply: [0xff])])
+        let answer = rules.answer(to: ByteBuffer(string: "2"), kind: .text)
+        #expect(answer.map { String(buffer: $0.0) } == "3")
+        #expect(answer?.1 == .text)
+        #expect(rules.answer(to: ByteBuffer(string: "20"), kind: .text) == nil)
+        #expect(rules.answer(to: ByteBuffer(string: ""), kind: .text) == nil)
+        #expect(rules.answer(to: ByteBuffer(bytes: [0x09]), kind: .text)?.1 == .binary)
+    }
+
     @Test func generatedLuaStringsRoundTrip() {
         #expect(ReplayTestGenerator.quoted(Array(#"{"a":"b"}"#.utf8)) == #"[[{"a":"b"}]]"#)
         #expect(ReplayTestGenerator.quoted(Array("plain".utf8)) == #""plain""#)

@@ -28,13 +28,14 @@ final class EchoPeer {
         return python
     }
 
-    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py).
-    init(script: String = "echo_websockets.py") throws {
+    /// `script`: another peer from Peers/ that prints "READY <port>" (socketio_server.py),
+    /// started with `arguments`.
+    init(script: String = "echo_websockets.py", arguments: [String] = []) throws {
         let python = try Self.python()
         let peers = Self.peers
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [peers.appendingPathComponent(script).path]
+        process.arguments = [peers.appendingPathComponent(script).path] + arguments
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -53,6 +54,22 @@ final class EchoPeer {
             throw PeerError("the echo peer did not start: \(seen)")
         }
         self.port = port
+    }
+
+    /// Runs a peer from Peers/ to its end (at most `seconds`): its exit status and stdout.
+    static func runPython(_ script: String, _ arguments: [String], seconds: Double = 60) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try python())
+        process.arguments = [peers.appendingPathComponent(script).path] + arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        let deadline = ProcessDeadline(process, seconds: seconds)
+        defer { deadline.check(script) }
+        let output = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, output)
     }
 
     deinit {

@@ -403,6 +403,66 @@ import Testing
         #expect(Self.cell(r.stdout, "answers{kind=\"echo\"}", "count") == 20, "\(r.stdout)")
     }
 
+    /// examples/load_vus.lua: each VU's connection is closed when its time is up
+    /// (1000), so the run ends by itself with the server it closes, and mw.vus
+    /// tells what it did.
+    @Test func loadVusExampleEndsOnItsOwn() throws {
+        let r = try CommandRunner.run(["run", "--summary", "examples/load_vus.lua", "-", "4", "0.5"], deadline: 30)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        let line = r.stdout.split(separator: "\n").first { $0.hasPrefix("4 VUs, ") }
+        #expect(line?.hasSuffix(" iterations, 4 connections closed when their VU ended") == true, "\(r.stdout)")
+        #expect(Self.cell(r.stdout, "closes{code=\"1000\"}", "count") == 4, "\(r.stdout)")
+        #expect(Self.cell(r.stdout, "iterations", "count") ?? 0 >= 4, "\(r.stdout)")
+        #expect(r.stdout.contains("pass  errors:count == 0"), "\(r.stdout)")
+    }
+
+    /// A session that returns at once (no duration) ends too: what it opened is closed
+    /// when fn returns, also a connection opened in a coroutine the VU spawned.
+    @Test func vusCloseWhatTheirSessionOpened() throws {
+        let path = try CommandRunner.script("vus_close.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            local r = mw.vus { count = 3, fn = function(vu)
+              local c = mw.connect(s:url())
+              assert(c:wait_open(5))
+              mw.spawn(function() mw.connect(s:url()) end)
+            end }
+            print(r.started, r.iterations, r.closed)
+            s:close()
+            """)
+        let r = try CommandRunner.run(["run", path], deadline: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "3\t3\t6\n", "\(r.stderr)")
+    }
+
+    /// --summary-json holds each metric's unit and figures beside the HDR data: jq
+    /// reads the p99 the table prints, and metrics merge -o computes them again
+    /// from the merged data.
+    @Test func summaryJSONFiguresReadWithJq() throws {
+        let dir = try Self.scratch("figures")
+        let r = try CommandRunner.run(["run", "--summary", "--summary-json", dir + "/s.json", "examples/load_rate.lua", "-", "40", "0.5"])
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        func jq(_ filter: String, _ file: String) throws -> String {
+            let out = try Self.runTool("/usr/bin/jq", ["-r", filter, file])
+            #expect(out.status == 0, "jq \(filter): \(out.stderr)")
+            return out.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let latency = #".metrics[] | select(.name == "request_latency")"#
+        let p99 = try #require(Double(try jq(latency + " | .values.p99", dir + "/s.json")))
+        #expect(abs(p99 - (Self.cell(r.stdout, "request_latency", "p99") ?? 0)) <= p99 * 0.005, "p99 \(p99): \(r.stdout)")
+        #expect(try jq(latency + " | .unit", dir + "/s.json") == "s")
+        #expect(try jq(latency + " | .values.count", dir + "/s.json") == "20")
+        let figures = try jq(latency + " | .values | keys_unsorted | join(\",\")", dir + "/s.json")
+        #expect(figures == "count,max,mean,min,p50,p90,p95,p99,p99.9,rate", "\(figures)")
+        #expect(try jq(#".metrics[] | select(.name == "bytes_out") | "\(.unit) \(.values.count)""#, dir + "/s.json") == "bytes \(Int(Self.cell(r.stdout, "bytes_out", "count") ?? -1))")
+        #expect(try jq(#".metrics[] | select(.name == "connections_open") | "\(.unit) \(.values.max)""#, dir + "/s.json") == "1 1")
+
+        // Merged with itself: twice the count, the same percentiles, computed from the HDR data.
+        let merge = try CommandRunner.run(["metrics", "merge", dir + "/s.json", dir + "/s.json", "-o", dir + "/m.json"])
+        #expect(merge.status == 0, "\(merge.stderr)")
+        #expect(try jq(latency + " | .values.count", dir + "/m.json") == "40")
+        #expect(try jq(latency + " | .values.p99", dir + "/m.json") == (try jq(latency + " | .values.p99", dir + "/s.json")))
+    }
+
     /// deploy/kubernetes/ passes the Kubernetes schemas (kubernetes-validate,
     /// offline); the same manifest with a wrong field does not.
     @Test func kubernetesManifestValidates() throws {

@@ -194,6 +194,70 @@ extension CommandRunner {
         _ = (chat, replay, changed)
     }
 
+    /// An array-framed protocol (OCPP 1.6J): the server's CALL carries a fresh message
+    /// id at [1] and its CALLRESULT a fresh time at [2].currentTime. --ignore names them
+    /// by position, in the replay and in the generated test; a bad position is exit 2.
+    @Test func ignoreNamesArrayPositions() throws {
+        let serverScript = path("ocpp_server.lua")
+        try """
+            local s = assert(mw.listen("ws://127.0.0.1:0/ocpp"))
+            print("ocpp server on " .. s:url())
+            local n = 0
+            s:on_connect(function(peer)
+              n = n + 1
+              peer:send(mw.json.encode({ 2, ("%d-%x"):format(n, math.random(1 << 30)), "GetConfiguration", mw.json.object() }))
+            end)
+            s:on_message(function(peer, msg)
+              local call = mw.json.decode(msg)
+              peer:send(mw.json.encode({ 3, call[2], { currentTime = tostring(mw.now()), interval = 300 } }))
+            end)
+            """.write(toFile: serverScript, atomically: true, encoding: .utf8)
+        let server = try Background(["run", serverScript], waitFor: "ocpp server on ")
+        let url = server.word(after: "ocpp server on ")
+        let clientScript = path("ocpp_client.lua")
+        try """
+            local c = mw.connect(mw.args[1], { reconnect = false })
+            assert(c:receive(5))
+            c:send('[2,"boot-1","Heartbeat",{}]')
+            assert(c:receive(5))
+            c:close()
+            """.write(toFile: clientScript, atomically: true, encoding: .utf8)
+        let recording = path("ocpp.jsonl")
+        let session = try CommandRunner.timed(["run", "--record", recording, clientScript, url])
+        #expect(session.status == 0, "\(session.stderr)")
+
+        func replay(_ ignore: String) throws -> CommandRunner.Result {
+            try CommandRunner.timed(["replay", recording, "--client", url, "--speed", "0", "--timeout", "5"] + (ignore.isEmpty ? [] : ["--ignore", ignore]))
+        }
+        let plain = try replay("currentTime")
+        #expect(plain.status == 1, "\(plain.stdout)\(plain.stderr)")
+        #expect(plain.stderr.contains("$[1]: expected \"1-"), "\(plain.stderr)")
+        for ignore in ["[1],$[2].currentTime", "$[1],[2].currentTime", "*[1],currentTime"] {
+            let r = try replay(ignore)
+            #expect(r.status == 0, "--ignore \(ignore): \(r.stdout)\(r.stderr)")
+            #expect(r.stdout.hasSuffix("all 2 exchanges matched\n"), "--ignore \(ignore): \(r.stdout)")
+        }
+        // A position names that position only.
+        let wrong = try replay("[2],$[2].currentTime")
+        #expect(wrong.status == 1, "\(wrong.stdout)\(wrong.stderr)")
+
+        let test = path("ocpp_test.lua")
+        let generated = try CommandRunner.timed(["replay", recording, "--generate-test", "--ignore", "[1],$[2].currentTime", "-o", test])
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let passing = try CommandRunner.timed(["test", test], environment: ["MW_URL": url])
+        #expect(passing.status == 0, "\(passing.stdout)\(passing.stderr)")
+        #expect(passing.stdout.contains("2 passed, 0 failed"), "\(passing.stdout)")
+        let strict = path("ocpp_strict_test.lua")
+        _ = try CommandRunner.timed(["replay", recording, "--generate-test", "--ignore", "[2].currentTime", "-o", strict])
+        let failing = try CommandRunner.timed(["test", strict], environment: ["MW_URL": url])
+        #expect(failing.stdout.contains("1 passed, 1 failed"), "\(failing.stdout)")
+
+        let bad = try CommandRunner.timed(["replay", recording, "--client", url, "--ignore", "a[x]"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--ignore 'a[x]': '[x]' is not a position: a number from 0, or *"), "\(bad.stderr)")
+        _ = server
+    }
+
     /// A client that says something else than recorded: a diff on the server, close code 4400.
     @Test func replayServerReportsAMismatchWithADiffAndACloseCode() throws {
         let recording = path("mismatch.jsonl")

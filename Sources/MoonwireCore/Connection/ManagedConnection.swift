@@ -69,6 +69,8 @@ public final class ManagedConnection {
         /// `ready = "manual"`: after each open, what is sent or queued stays queued until
         /// ``ready()`` (the application's own handshake, sent with ``sendNow(_:kind:)``).
         public var manualReady = false
+        /// `auto_reply`: the peer's pings answered without reaching the delegate.
+        public var autoReply: AutoReply?
 
         public init() {}
     }
@@ -117,6 +119,8 @@ public final class ManagedConnection {
         /// Bytes waiting: the queue plus what the socket has not taken yet.
         public var buffered = 0
         public var dropped = 0
+        /// The peer's probes answered by ``Configuration/autoReply`` or ``answerProbe(_:kind:)``.
+        public var autoReplies = 0
         public var lastRTT: Double?
         /// The steps of the last dial that opened.
         public var connectTiming: ConnectTiming?
@@ -139,6 +143,8 @@ public final class ManagedConnection {
     /// (a TCP framing cannot carry it), or nil.
     public private(set) var lastRefusal: String?
     private let manualReady: Bool
+    private let autoReply: AutoReply?
+    private var autoReplies = 0
     /// With `manualReady`: whether ``ready()`` released the queue since the last dial.
     public private(set) var released = false
     /// Sends wait in the queue: manual ready, not yet released.
@@ -167,6 +173,7 @@ public final class ManagedConnection {
         self.eventLoop = eventLoop
         urlText = url.description
         manualReady = configuration.manualReady
+        autoReply = configuration.autoReply
         queueLimit = configuration.queueLimit
         socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
@@ -190,6 +197,7 @@ public final class ManagedConnection {
         return Stats(
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
             reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
+            autoReplies: autoReplies,
             lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 },
             connectTiming: openInfo?.timing
         )
@@ -288,9 +296,22 @@ public final class ManagedConnection {
     public func ready() -> Bool {
         guard holding, lifecycle.sendRoute == .send else { return false }
         released = true
-        // Inside on_open the queue waits for the handlers to finish (the flush at open).
-        if !openingHandlers { outbound.isHeld = false }
+        if tracing, let logger { logger.trace("ready: releasing \(outbound.queued) held messages (\(urlText))") }
+        // Also inside the open event (an on_open handler, or a coroutine that wait_open
+        // resumed there): what waited goes now, before anything sent after ready().
+        openingHandlers = false
+        outbound.isHeld = false
         return true
+    }
+
+    /// Answers a peer's probe (`auto_reply`): goes out at once, past a queue held for
+    /// ``ready()``, counted in ``Stats/autoReplies``. Like the probe, not recorded: both
+    /// come at the peer's pace, which a replay cannot keep. Nothing when not open.
+    public func answerProbe(_ reply: ByteBuffer, kind: WebSocketMessageKind) {
+        guard lifecycle.sendRoute == .send else { return }
+        autoReplies += 1
+        if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
+        _ = outbound.offer(OutboundMessage(reply, kind: kind), direct: true)
     }
 
     /// False for TCP: there is no ping, a heartbeat needs a message.
@@ -374,7 +395,12 @@ public final class ManagedConnection {
             openingHandlers = false
             outbound.isHeld = holding
         case .dropQueue:
-            droppedByLastClose += outbound.dropQueue()
+            let held = holding
+            let dropped = outbound.dropQueue()
+            droppedByLastClose += dropped
+            if held && dropped > 0 {
+                logger?.warning("connection to \(urlText) closed with \(dropped) message\(dropped == 1 ? "" : "s") held for c:ready() (ready = \"manual\"), never sent: dropped")
+            }
         case .sendClose(let code, let reason):
             try? socket.close(code: code, reason: reason)
         case .dropConnection:
@@ -519,6 +545,10 @@ public final class ManagedConnection {
             return
         } else {
             heartbeat.didReceiveMessage(at: now)
+        }
+        if let (reply, replyKind) = autoReply?.answer(to: message, kind: kind) {
+            answerProbe(reply, kind: replyKind)
+            return
         }
         recorder?.message(message, kind: kind, outgoing: false)
         delegate?.managedConnection(self, didReceive: message, kind: kind)

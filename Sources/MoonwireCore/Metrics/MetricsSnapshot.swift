@@ -34,8 +34,73 @@ public struct MetricsSnapshot: Codable, Sendable {
         /// Gauge: the highest value it had.
         public var max: Double?
         public var histogram: EncodedHistogram?
+        /// What the figures are in: `s` for histograms (times), `bytes` for the byte
+        /// counters, `1` for the rest. Written by ``encoded()``; a file's own is not read back.
+        public var unit: String?
+        /// The figures the table prints, for a reader without an HDR decoder (`jq`).
+        /// Written by ``encoded()`` from `value`, `max` and `histogram`, which stay the
+        /// data: merging reads those and computes the figures again.
+        public var values: Figures?
 
         public var key: MetricKey { MetricKey(name: name, tags: tags) }
+
+        public init(name: String, tags: [String: String], kind: MetricsRegistry.Kind, value: Double?, max: Double?, histogram: EncodedHistogram?) {
+            self.name = name
+            self.tags = tags
+            self.kind = kind
+            self.value = value
+            self.max = max
+            self.histogram = histogram
+        }
+
+        /// `s`, `bytes` or `1` (see ``unit``).
+        var derivedUnit: String {
+            switch kind {
+            case .histogram: "s"
+            case .counter where name == "bytes_in" || name == "bytes_out": "bytes"
+            default: "1"
+            }
+        }
+    }
+
+    /// One metric's figures, in its unit: counters `count` and `rate` (per second);
+    /// gauges `value` and `max`; histograms `count`, `rate`, `min`, `mean`, `p50`,
+    /// `p90`, `p95`, `p99`, `p99.9` and `max` (the figures absent while it is empty).
+    public struct Figures: Codable, Equatable, Sendable {
+        public var count: Double?
+        public var rate: Double?
+        public var value: Double?
+        public var min: Double?
+        public var mean: Double?
+        public var p50: Double?
+        public var p90: Double?
+        public var p95: Double?
+        public var p99: Double?
+        public var p999: Double?
+        public var max: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case count, rate, value, min, mean, p50, p90, p95, p99, max
+            case p999 = "p99.9"
+        }
+
+        init(_ s: MetricStatistics) {
+            switch s.kind {
+            case .counter:
+                count = s.count
+                rate = s.rate
+            case .gauge:
+                value = s.value
+                max = s.max
+            case .histogram:
+                count = s.count
+                rate = s.rate
+                min = s.min
+                mean = s.mean
+                (p50, p90, p95, p99, p999) = (s.percentile(50), s.percentile(90), s.percentile(95), s.percentile(99), s.percentile(99.9))
+                max = s.max
+            }
+        }
     }
 
     public static let formatName = "moonwire-metrics"
@@ -102,10 +167,16 @@ public struct MetricsSnapshot: Codable, Sendable {
         )
     }
 
+    /// The file: each metric with its unit and figures computed now, beside its data.
     public func encoded() -> Data {
+        var out = self
+        for i in out.metrics.indices {
+            out.metrics[i].unit = out.metrics[i].derivedUnit
+            out.metrics[i].values = Figures(MetricStatistics(out.metrics[i], duration: duration))
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        return (try? encoder.encode(self)) ?? Data()
+        return (try? encoder.encode(out)) ?? Data()
     }
 
     public static func decode(_ data: Data, from path: String) throws(MergeError) -> MetricsSnapshot {

@@ -1,17 +1,20 @@
 import Foundation
 
 /// How a replay compares a message that came with the recorded one (docs/recording.md).
-/// JSON messages are compared as values: fields named in `ignore` are left out
-/// (`id` anywhere, `user.id` from the top; array indexes are not part of a path),
-/// and `loose` accepts a message that has at least the recorded fields. Anything
-/// else must be the same bytes.
+/// JSON messages are compared as values: the parts named in `ignore` are left out
+/// (see ``IgnorePath``), and `loose` accepts a message that has at least the recorded
+/// fields. Anything else must be the same bytes.
 public struct MessageMatcher: Sendable {
     public var ignore: [String]
     public var loose: Bool
+    private let paths: [IgnorePath]
 
+    /// `ignore` must be valid paths (``IgnorePath/init(_:)`` says why one is not); one
+    /// that is not leaves nothing out.
     public init(ignore: [String] = [], loose: Bool = false) {
         self.ignore = ignore
         self.loose = loose
+        self.paths = ignore.compactMap { try? IgnorePath($0) }
     }
 
     /// nil when `actual` matches `expected`, else the differences, one per line.
@@ -30,24 +33,22 @@ public struct MessageMatcher: Sendable {
         return Self.show(expected.data, actual)
     }
 
-    private func ignored(_ path: [String]) -> Bool {
-        guard let last = path.last else { return false }
-        let dotted = path.joined(separator: ".")
-        return ignore.contains { $0.contains(".") ? $0 == dotted : $0 == last }
+    private func ignored(_ path: [IgnorePath.Step]) -> Bool {
+        paths.contains { $0.matches(path) }
     }
 
-    private func compare(_ e: Any, _ a: Any, path: [String], shown: String, into lines: inout [String]) {
+    private func compare(_ e: Any, _ a: Any, path: [IgnorePath.Step], shown: String, into lines: inout [String]) {
         if let eo = e as? [String: Any], let ao = a as? [String: Any] {
-            for key in eo.keys.sorted() where !ignored(path + [key]) {
+            for key in eo.keys.sorted() where !ignored(path + [.key(key)]) {
                 let where_ = "\(shown).\(key)"
                 guard let av = ao[key] else {
                     lines.append("\(where_): expected \(Self.json(eo[key]!)), missing")
                     continue
                 }
-                compare(eo[key]!, av, path: path + [key], shown: where_, into: &lines)
+                compare(eo[key]!, av, path: path + [.key(key)], shown: where_, into: &lines)
             }
             if !loose {
-                for key in ao.keys.sorted() where eo[key] == nil && !ignored(path + [key]) {
+                for key in ao.keys.sorted() where eo[key] == nil && !ignored(path + [.key(key)]) {
                     lines.append("\(shown).\(key): not expected, got \(Self.json(ao[key]!))")
                 }
             }
@@ -57,8 +58,8 @@ public struct MessageMatcher: Sendable {
             if ea.count != aa.count && !(loose && aa.count > ea.count) {
                 lines.append("\(shown): expected \(ea.count) elements, got \(aa.count)")
             }
-            for (i, (ev, av)) in zip(ea, aa).enumerated() {
-                compare(ev, av, path: path, shown: "\(shown)[\(i)]", into: &lines)
+            for (i, (ev, av)) in zip(ea, aa).enumerated() where !ignored(path + [.index(i)]) {
+                compare(ev, av, path: path + [.index(i)], shown: "\(shown)[\(i)]", into: &lines)
             }
             return
         }

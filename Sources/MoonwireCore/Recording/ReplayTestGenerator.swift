@@ -24,20 +24,32 @@ public enum ReplayTestGenerator {
             local loose = \(matcher.loose)
             local timeout = \(format(timeout))
 
-            -- Leaves out the ignored fields: `name` anywhere, `a.b` from the top.
-            local function strip(value, path)
+            -- Each ignored path as a Lua pattern over where a value sits, written
+            -- ".a[0].id": a bare name or *... at any depth, else from the top; a path
+            -- without [positions] passes over arrays (compared without them).
+            local rules = {}
+            for _, path in ipairs(ignore) do
+              local any = path:sub(1, 1) == "*" or not path:find("[.%[]")
+              local rest = path:gsub("^[*$]", "")
+              if not rest:find("^[.%[]") then rest = "." .. rest end
+              local pattern = rest:gsub("%p", "%%%0"):gsub("%%%[%%%*%%%]", "%%[%%d+%%]")
+              rules[#rules + 1] = { pattern = (any and "" or "^") .. pattern .. "$", positional = any or rest:find("[", 1, true) }
+            end
+
+            -- Leaves out the ignored parts: `full` is where `value` sits with array
+            -- positions (from 0), `keys` without them.
+            local function strip(value, full, keys)
               if type(value) ~= "table" then return value end
+              full, keys = full or "", keys or ""
               local out = {}
               for k, v in pairs(value) do
-                local here = path
+                local f, p = full .. "." .. tostring(k), keys .. "." .. tostring(k)
+                if math.type(k) == "integer" then f, p = full .. "[" .. (k - 1) .. "]", keys end
                 local skip = false
-                if type(k) == "string" then
-                  here = path and path .. "." .. k or k
-                  for _, field in ipairs(ignore) do
-                    if field == here or (field == k and not field:find(".", 1, true)) then skip = true end
-                  end
+                for _, rule in ipairs(rules) do
+                  if (rule.positional and f or p):find(rule.pattern) then skip = true end
                 end
-                if not skip then out[k] = strip(v, here) end
+                if not skip then out[k] = strip(v, f, p) end
               end
               return out
             end

@@ -37,6 +37,8 @@ public struct MessageServerOptions: Sendable {
     public var overflow = SendQueue<OutboundMessage>.Overflow.error
     /// What a broadcast does to a peer that cannot take the message (`slow_peer`).
     public var slowPeer = SlowPeer.drop
+    /// `auto_reply`: each peer's pings answered without reaching the delegate.
+    public var autoReply: AutoReply?
 
     /// `slow_peer`: what happens to a peer whose budget is full when a broadcast comes.
     public enum SlowPeer: String, Sendable, Hashable, CaseIterable {

@@ -26,6 +26,12 @@ public final class ServerPeer {
     public let channel: Channel
     /// The outbound budget: what the socket cannot take yet waits here, bounded.
     public let outbound: OutboundBuffer
+    /// The peer's probes answered by the server's ``MessageServerOptions/autoReply`` or
+    /// ``answerProbe(_:kind:)``.
+    public private(set) var autoReplies = 0
+    /// The server's `auto_reply`, kept here: the message path does not go through the
+    /// server's options for it.
+    private let autoReply: AutoReply?
 
     enum Link {
         case webSocket(WebSocketPeerHandler)
@@ -50,8 +56,9 @@ public final class ServerPeer {
         self.remoteAddress = request.remoteAddress
         self.request = request
         self.server = server
-        self.heartbeat = HeartbeatMonitor(server.options.heartbeat)
         let options = server.options
+        self.heartbeat = HeartbeatMonitor(options.heartbeat)
+        self.autoReply = options.autoReply
         self.outbound = OutboundBuffer(limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow)
         self.outbound.writer = self
     }
@@ -116,6 +123,14 @@ public final class ServerPeer {
         self.stats.messagesSent += 1
         self.stats.bytesSent += bytes
         self.heartbeat.didSend(at: .now())
+    }
+
+    /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``; within the
+    /// peer's budget like any message. Nothing when the peer is not open.
+    public func answerProbe(_ reply: ByteBuffer, kind: WebSocketMessageKind) {
+        guard self.isOpen else { return }
+        self.autoReplies += 1
+        _ = self.outbound.offer(OutboundMessage(reply, kind: kind))
     }
 
     /// Sends a WebSocket ping; throws for TCP.
@@ -217,6 +232,10 @@ public final class ServerPeer {
         self.stats.messagesReceived += 1
         self.stats.bytesReceived += message.readableBytes
         self.heartbeat.didReceiveMessage(at: .now())
+        if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
+            self.answerProbe(reply, kind: replyKind)
+            return
+        }
         self.server?.peer(self, didReceive: message, kind: kind)
     }
 

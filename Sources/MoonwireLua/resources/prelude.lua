@@ -28,6 +28,9 @@ end
 local abandoned = setmetatable({}, { __mode = "k" })
 -- What each waiting coroutine waits in ("c:receive"), for a timeout's message.
 local waiting_in = setmetatable({}, { __mode = "k" })
+-- The mw.vus session each of its coroutines (and those they spawned) belongs to:
+-- the connections they open are the session's, closed when it ends.
+local session_of = setmetatable({}, { __mode = "k" })
 
 local function resumed(co, ...)
   waiting_in[co] = nil
@@ -73,6 +76,7 @@ end
 function mw.spawn(fn, ...)
   if type(fn) ~= "function" then bad_argument(1, "mw.spawn", "function", fn) end
   local co = coroutine.create(fn)
+  session_of[co] = session_of[coroutine.running()]
   resume(co, ...)
   return co
 end
@@ -245,6 +249,73 @@ local function split_heartbeat(hb, fname, argn, where)
   return copy, message, reply, kind
 end
 
+-- opts.auto_reply: one rule { match =, reply = } or a list of them. A rule of two
+-- strings stays in `opts` for Swift, which answers the exact bytes before the message
+-- reaches Lua; a rule with a function comes out, into the list returned, for
+-- auto_answer. The option is checked here, whole, with the rule's index in errors.
+local function split_auto_reply(opts, fname)
+  local given = opts.auto_reply
+  if given == nil then return nil end
+  local function bad(where, what)
+    error(("bad argument #2 to '%s' (opts.auto_reply%s: %s)"):format(fname, where, what), user_level(3))
+  end
+  if type(given) ~= "table" then bad("", "a rule { match =, reply = } or a list of rules expected, got " .. type(given)) end
+  local list = given
+  if given.match ~= nil or given.reply ~= nil then list = { given } end
+  if #list == 0 then bad("", "a rule { match =, reply = } or a list of rules expected") end
+  for i in pairs(list) do
+    if math.type(i) ~= "integer" or i < 1 or i > #list then bad("", "a list of rules expected (a sequence, no other keys)") end
+  end
+  local exact, scripted = {}, {}
+  for i, rule in ipairs(list) do
+    local where = list == given and ("[" .. i .. "]") or ""
+    if type(rule) ~= "table" then bad(where, "a rule { match =, reply = } expected, got " .. type(rule)) end
+    for key in pairs(rule) do
+      if key ~= "match" and key ~= "reply" then bad(where, "unknown key '" .. tostring(key) .. "' (a rule has match and reply)") end
+    end
+    for _, key in ipairs { "match", "reply" } do
+      local v = rule[key]
+      if type(v) ~= "string" and type(v) ~= "function" then
+        bad(where .. "." .. key, "string or function expected, got " .. type(v))
+      end
+    end
+    if type(rule.match) == "string" and type(rule.reply) == "string" then
+      exact[#exact + 1] = { match = rule.match, reply = rule.reply }
+    else
+      scripted[#scripted + 1] = rule
+    end
+  end
+  opts.auto_reply = exact[1] and exact or nil
+  return scripted[1] and scripted or nil
+end
+
+-- Is `message` a probe one of the scripted auto_reply `rules` answers? Then the
+-- answer goes out to `target` (a connection or a peer; Swift counts it) and true
+-- is returned: the message is consumed. A string match is the message as received
+-- (`raw`); a function gets it decoded, as a reply function does, whose result goes
+-- through encode(st, data) (the codec of the connection or server whose state is `st`).
+local host_answer = host.auto_answer
+local function auto_answer(rules, target, encode, st, raw, message, kind)
+  for i = 1, #rules do
+    local rule = rules[i]
+    local match = rule.match
+    local hit
+    if type(match) == "string" then hit = raw == match else hit = match(message, kind) end
+    if hit then
+      local reply = rule.reply
+      if type(reply) == "function" then
+        reply = encode(st, reply(message, kind), "auto_reply")
+        if type(reply) ~= "string" then
+          error("auto_reply: the reply function returned a " .. type(reply) .. ", not a string", 0)
+        end
+      end
+      host_answer(target, reply, (kind == "text" and not utf8.len(reply)) and "binary" or kind)
+      return true
+    end
+  end
+  return false
+end
+
 -- opts.kind: what c:send uses without a kind; nil is "auto".
 local function split_kind(opts, fname)
   local kind = opts.kind
@@ -259,10 +330,11 @@ end
 function mw.connect(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
-  local codec, hb_message, hb_reply, hb_kind, framer, kind
+  local codec, hb_message, hb_reply, hb_kind, framer, kind, auto_rules
   if opts then
     local copy
     copy, codec = without_codec(opts, "mw.connect")
+    auto_rules = split_auto_reply(copy, "mw.connect")
     copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
     kind = split_kind(copy, "mw.connect")
     copy.kind = nil
@@ -274,7 +346,10 @@ function mw.connect(url, opts)
   local c = host.connect(url, opts)
   conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
                on_reconnect = NONE, on_drain = NONE, on_ready = NONE, waiters = NONE, inbox = NONE, final = false,
-               hb_message = hb_message, hb_reply = hb_reply, framer = framer, kind = kind, hb_kind = hb_kind }
+               hb_message = hb_message, hb_reply = hb_reply, framer = framer, kind = kind, hb_kind = hb_kind,
+               auto_rules = auto_rules }
+  local session = session_of[coroutine.running()]
+  if session then session.conns[c] = true end
   return c
 end
 
@@ -548,13 +623,17 @@ end
 function events.message(c, message, kind)
   local st = conns[c]
   if not st then return end
-  local codec = st.codec
+  local codec, raw = st.codec, message
   if st.decoded_raw ~= nil then
     -- Decoded already, to match it against heartbeat.reply.
     if st.decoded_raw == message then message = st.decoded else message = codec.decode(message, kind) end
     st.decoded_raw, st.decoded = nil, nil
   elseif codec and codec.decode then
     message = codec.decode(message, kind)
+  end
+  local rules = st.auto_rules
+  if rules and auto_answer(rules, c, encode_message, st, raw, message, kind) then
+    return
   end
   if st.waiters[1] then
     local received = false
@@ -687,11 +766,14 @@ local server_state = state_lookup(servers, "a server from mw.listen")
 function mw.listen(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.listen", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.listen", "table", opts) end
-  local codec
-  if opts then opts, codec = without_codec(opts, "mw.listen") end
+  local codec, auto_rules
+  if opts then
+    opts, codec = without_codec(opts, "mw.listen")
+    auto_rules = split_auto_reply(opts, "mw.listen")
+  end
   local s, err = host.listen(url, opts)
   if not s then return nil, err end
-  servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {} }
+  servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {}, auto_rules = auto_rules }
   return s
 end
 
@@ -738,6 +820,7 @@ end
 
 local peer_over_budget = peer_methods._over_budget
 peer_methods._over_budget = nil
+
 function peer_methods.drain(self, timeout)
   local over, open = peer_over_budget(self)
   if not open then return nil, "closed" end
@@ -757,8 +840,12 @@ end
 function server_events.message(s, peer, message, kind)
   local st = servers[s]
   if not st then return end
-  local codec = st.codec
+  local codec, raw = st.codec, message
   if codec and codec.decode then message = codec.decode(message, kind) end
+  local rules = st.auto_rules
+  if rules and auto_answer(rules, peer, encode_for, st, raw, message, kind) then
+    return
+  end
   local handlers = st.on_message
   for i = 1, #handlers do handlers[i](peer, message, kind) end
 end
@@ -1040,10 +1127,28 @@ function mw.rate(opts)
   return { started = started, missed = missed_count }
 end
 
+-- Closes the connections a session opened that are still open or on their way
+-- to be (1000, "session ended"); returns how many.
+local close_connection = methods.close
+local function end_session(session)
+  local closed = 0
+  for c in pairs(session.conns) do
+    local state = raw_state(c)
+    if state ~= "closed" and state ~= "closing" then
+      close_connection(c, 1000, "session ended")
+      closed = closed + 1
+    end
+  end
+  return closed
+end
+
 -- Closed model: count long-lived sessions (this shard's part of them),
 -- started evenly over ramp seconds. Each calls fn(vu) once, or, with
 -- duration or iterations, again and again, vu (a table with id and
--- iteration) kept across the calls.
+-- iteration) kept across the calls. A session ends after its last call, and
+-- what it opened (mw.connect in fn or in coroutines it spawned) is closed then,
+-- so that the run ends. Returns { started =, iterations =, closed = }: from a
+-- callback at once, the figures filling in as the sessions run.
 function mw.vus(opts)
   if type(opts) ~= "table" then bad_argument(1, "mw.vus", "table", opts) end
   local fn = opts.fn
@@ -1065,6 +1170,7 @@ function mw.vus(opts)
   local waiting = waiter_for()
   local started_at = now()
   local mine, running = 0, 0
+  local result = { started = 0, iterations = 0, closed = 0 }
   local function maybe_wake()
     if running == 0 and mine == 0 and waiting then
       local co = waiting
@@ -1075,6 +1181,7 @@ function mw.vus(opts)
   local function session(vu)
     repeat
       vu.iteration = vu.iteration + 1
+      result.iterations = result.iterations + 1
       metric_add(iterations, 1)
       local t = now()
       fn(vu)
@@ -1089,17 +1196,23 @@ function mw.vus(opts)
       host.after(ramp * (id - 1) / count, function()
         mine = mine - 1
         running = running + 1
+        result.started = result.started + 1
         metric_change(active, 1)
-        resume(run_guarded(session, function()
+        local own = { conns = setmetatable({}, { __mode = "k" }) }
+        local co = run_guarded(session, function()
           running = running - 1
           metric_change(active, -1)
+          result.closed = result.closed + end_session(own)
           maybe_wake()
-        end), { id = id, iteration = 0 })
+        end)
+        session_of[co] = own
+        resume(co, { id = id, iteration = 0 })
       end)
     end
   end
   if waiting and mine + running > 0 then coroutine.yield() end
   waiting = nil
+  return result
 end
 
 package.loaded.moonwire = mw
