@@ -6,7 +6,7 @@
 # moonwire takes to write it, and Chromium's: the page's own load-event time
 # and the wall time of a screenshot (load, layout, paint) less that of an
 # empty page (the browser's start-up).
-#   bench/report_hour.sh [MOONWIRE_BIN]
+#   bench/report_hour.sh [MOONWIRE_BIN [KEEP_DIR]]   (KEEP_DIR: keep the report and its screenshot)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-$(swift build --show-bin-path)/moonwire}"
@@ -85,3 +85,6 @@ for run in 1 2 3; do
     c=$(date +%s.%N)
     python3 -c "e=$b-$a; r=$c-$b; print(f'chromium screenshot, run $run: empty page {e:.2f} s, report {r:.2f} s, difference {r-e:.2f} s')"
 done
+if [ -n "${2:-}" ]; then
+    mkdir -p "$2" && cp "$dir/report.html" "$dir/report.png" "$2/"
+fi

@@ -21,7 +21,7 @@ enum ReportChart {
     static func lines(id: String, title: String, unit: ReportUnit, log: Bool = false, times: [Double], series: [Series], note: String? = nil) -> String {
         let end = max(times.last ?? 1, 1e-3)
         let values = series.flatMap { $0.values.compactMap { $0 } }
-        let axis = log ? Axis.logarithmic(values) : Axis.linear(values)
+        let axis = log ? Axis.logarithmic(values) : Axis.linear(values, unit: unit)
         let b = box
         func x(_ t: Double) -> Double { b.left + t / end * b.width }
         var svg = open(id: id, kind: "time", extra: "data-unit=\"\(unit.rawValue)\" data-end=\"\(end)\" \(axis.attributes)")
@@ -65,7 +65,7 @@ enum ReportChart {
         var svg = open(id: id, kind: "bars", extra: "data-unit=\"%\" \(share.attributes)")
         svg += grid(share, unit: .plain, suffix: " %")
         for decade in axis.ticks {
-            svg += "<text class=\"tick x\" x=\"\(coordinate(x(decade)))\" y=\"\(b.top + b.height + 16)\">\(unit.format(decade))</text>"
+            svg += "<text class=\"tick x\" x=\"\(coordinate(x(decade)))\" y=\"\(b.top + b.height + 16)\">\(ReportFormat.tick(unit.format(decade)))</text>"
         }
         for bin in bins {
             let pct = Double(bin.count) / Double(max(total, 1)) * 100
@@ -86,7 +86,7 @@ enum ReportChart {
 
     /// Horizontal bars, two per row (p50 and p99): the steps of a dial.
     static func steps(id: String, title: String, rows: [(label: String, p50: Double, p99: Double)], note: String?) -> String {
-        let rowHeight = 34.0
+        let rowHeight = 38.0
         let left = 96.0
         let right = width - 90
         let h = Double(rows.count) * rowHeight + 30
@@ -96,15 +96,15 @@ enum ReportChart {
         for tick in scale.ticks {
             let at = coordinate(x(tick))
             svg += "<line class=\"grid\" x1=\"\(at)\" x2=\"\(at)\" y1=\"4\" y2=\"\(h - 22)\"/>"
-            svg += "<text class=\"tick x\" x=\"\(at)\" y=\"\(h - 6)\">\(ReportUnit.seconds.format(tick))</text>"
+            svg += "<text class=\"tick x\" x=\"\(at)\" y=\"\(h - 6)\">\(ReportFormat.tick(ReportUnit.seconds.format(tick)))</text>"
         }
         for (i, row) in rows.enumerated() {
             let y = 8 + Double(i) * rowHeight
             svg += "<text class=\"tick y\" x=\"\(left - 8)\" y=\"\(coordinate(y + 16))\">\(ReportFormat.html(row.label))</text>"
             for (j, (name, v)) in [("p50", row.p50), ("p99", row.p99)].enumerated() {
-                let top = y + Double(j) * 12
-                svg += "<rect class=\"bar s\(j)\" x=\"\(left)\" y=\"\(coordinate(top))\" width=\"\(coordinate(max(0.5, x(v) - left)))\" height=\"10\"><title>\(ReportFormat.html(row.label)) \(name): \(ReportUnit.seconds.format(v))</title></rect>"
-                svg += "<text class=\"value\" x=\"\(coordinate(x(v) + 4))\" y=\"\(coordinate(top + 9))\">\(ReportUnit.seconds.format(v))</text>"
+                let top = y + Double(j) * 15
+                svg += "<rect class=\"bar s\(j)\" x=\"\(left)\" y=\"\(coordinate(top))\" width=\"\(coordinate(max(0.5, x(v) - left)))\" height=\"12\"><title>\(ReportFormat.html(row.label)) \(name): \(ReportUnit.seconds.format(v))</title></rect>"
+                svg += "<text class=\"value\" x=\"\(coordinate(x(v) + 4))\" y=\"\(coordinate(top + 6.5))\">\(ReportUnit.seconds.format(v))</text>"
             }
         }
         svg += "</svg>"
@@ -129,7 +129,7 @@ enum ReportChart {
         for tick in axis.ticks {
             let y = coordinate(axis.y(tick))
             out += "<line class=\"grid\" x1=\"\(b.left)\" x2=\"\(b.left + b.width)\" y1=\"\(y)\" y2=\"\(y)\"/>"
-            let label = unit == .plain ? ReportFormat.short(tick) : unit.format(tick)
+            let label = ReportFormat.tick(unit == .plain ? ReportFormat.short(tick) : unit.format(tick))
             out += "<text class=\"tick y\" x=\"\(b.left - 6)\" y=\"\(y)\">\(label)\(suffix)</text>"
         }
         return out + "<line class=\"axis\" x1=\"\(b.left)\" x2=\"\(b.left + b.width)\" y1=\"\(b.top + b.height)\" y2=\"\(b.top + b.height)\"/>"
@@ -140,7 +140,7 @@ enum ReportChart {
         let step = steps.first { end / $0 <= 8 } ?? 86400
         var out = ""
         for t in stride(from: 0, through: end, by: step) {
-            out += "<text class=\"tick x\" x=\"\(coordinate(x(t)))\" y=\"\(box.top + box.height + 16)\">\(ReportFormat.clock(t))</text>"
+            out += "<text class=\"tick x\" x=\"\(coordinate(x(t)))\" y=\"\(box.top + box.height + 16)\">\(ReportFormat.tick(ReportFormat.clock(t)))</text>"
         }
         return out
     }
@@ -191,15 +191,17 @@ enum ReportChart {
 
         var attributes: String { "data-low=\"\(low)\" data-high=\"\(high)\" data-log=\"\(log)\"" }
 
-        /// From 0 to a round number above the highest value, 4 or 5 ticks.
-        static func linear(_ values: [Double]) -> Axis {
+        /// From 0 to a round number above the highest value, 4 or 5 ticks;
+        /// for bytes, round in the KiB or MiB the ticks are written in.
+        static func linear(_ values: [Double], unit: ReportUnit = .plain) -> Axis {
             let top = values.max() ?? 0
-            guard top > 0 else { return Axis(low: 0, high: 1, log: false, ticks: [0, 0.5, 1]) }
-            let raw = top / 4
+            guard top > 0 else { return Axis(low: 0, high: 1, log: false, ticks: [0, 1]) }
+            let base: Double = unit == .bytes ? pow(1024, floor(log10(max(top, 1)) / log10(1024))) : 1
+            let raw = top / base / 4
             let magnitude = pow(10, floor(log10(raw)))
             let step = [1.0, 2, 2.5, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? 10 * magnitude
-            let high = ceil(top / step - 1e-9) * step
-            return Axis(low: 0, high: high, log: false, ticks: stride(from: 0, through: high + step / 2, by: step).map { $0 })
+            let high = ceil(top / base / step - 1e-9) * step
+            return Axis(low: 0, high: high * base, log: false, ticks: stride(from: 0, through: high + step / 2, by: step).map { $0 * base })
         }
 
         /// Whole decades around the positive values.

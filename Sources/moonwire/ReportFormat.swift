@@ -54,6 +54,12 @@ enum ReportFormat {
         return String(format: "%.2f", v)
     }
 
+    /// A round number as an axis shows it: 10 ms, 1 s, 2.5k, not 10.0 ms.
+    static func tick(_ text: String) -> String {
+        text.replacingOccurrences(of: #"(\d)\.0+(?!\d)"#, with: "$1", options: .regularExpression)
+            .replacingOccurrences(of: #"(\d\.\d)0(?!\d)"#, with: "$1", options: .regularExpression)
+    }
+
     /// Thousands grouped with a thin space; two decimals for a fraction.
     static func grouped(_ v: Double) -> String {
         guard v == v.rounded(), abs(v) < 1e15 else { return digits(v) }

@@ -102,7 +102,7 @@ struct ReportPage {
         chart("messages", "Messages per second", .perSecond, [("out", "messages_out", series.rate), ("in", "messages_in", series.rate)])
         for (name, title) in Self.latencies where (series.intervalCount(name).compactMap { $0 }.max() ?? 0) > 0 {
             chart(
-                name, title + (series.hasIntervals ? " per second" : " since the start"), .seconds, log: true,
+                name, title + (series.hasIntervals ? ", second by second" : " since the start"), .seconds, log: true,
                 ["p50", "p90", "p99", "max"].map { field in (field, name, { series.percentile($0, field) }) },
                 note: "Log scale. Each point holds the values recorded in the second before it.")
         }
