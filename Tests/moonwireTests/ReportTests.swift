@@ -173,4 +173,88 @@ import Testing
         let charts = Self.charts(html)
         #expect(charts.count >= 9 && charts.allSatisfy { $0.points > 0 }, "\(charts)")
     }
+
+    /// The JSON-lines file the report reads: the command line and start on
+    /// the first line, per-line histogram figures whose counts add up to the
+    /// run's, and an end-of-run line with the thresholds. The server answers
+    /// the first second's requests after 10 ms, the rest after 200 ms.
+    @Test func jsonlHasPerLineFiguresAndAnEnd() throws {
+        let dir = try MetricsRunTests.scratch("report-jsonl")
+        let script = try CommandRunner.script("phases.lua", """
+            local server = assert(mw.listen("ws://127.0.0.1:0/"))
+            local slow_from = mw.now() + 1
+            server:on_message(function(peer, msg)
+              mw.after(mw.now() < slow_from and 0.01 or 0.2, function() peer:send(msg) end)
+            end)
+            mw.thresholds { ["request_latency:max"] = "< 10" }
+            local c = mw.connect(server:url())
+            assert(c:wait_open(5))
+            mw.rate { rate = 40, duration = 2.5, fn = function(n)
+              local id = tostring(n)
+              assert(c:request(id, function(m) return m == id end, 5))
+            end }
+            c:close()
+            server:close()
+            """)
+        let r = try CommandRunner.run(["run", "--metrics-jsonl", dir + "/m.jsonl", "--threshold", "errors:count == 0", script])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = try String(contentsOfFile: dir + "/m.jsonl", encoding: .utf8).split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        try #require(lines.count >= 3)
+        #expect((lines[0]["command"] as? [String])?.suffix(3) == ["--threshold", "errors:count == 0", script])
+        #expect(lines[0]["start"] is String)
+        #expect(lines.dropLast().allSatisfy { $0["end"] == nil })
+        #expect(lines.last?["end"] as? Bool == true)
+        #expect(lines.last?["thresholds"] as? [String] == ["errors:count == 0", "request_latency:max < 10"])
+        func latency(_ line: [String: Any]) -> [String: Double] { ((line["metrics"] as? [String: Any])?["request_latency"] as? [String: Double]) ?? [:] }
+        let intervals = lines.map { latency($0)["interval_count"] ?? -1 }
+        #expect(intervals.reduce(0, +) == 100, "\(intervals)")
+        #expect(latency(lines[0])["interval_max"] ?? 1 < 0.1, "\(latency(lines[0]))")
+        #expect(latency(lines.last!)["interval_p50"] ?? 0 >= 0.2, "\(latency(lines.last!))")
+        // Since the start, the first second's fast answers still hold p50 down a second later.
+        #expect(latency(lines[1])["p50"] ?? 1 < latency(lines[1])["interval_p50"] ?? 0, "\(latency(lines[1]))")
+    }
+
+    /// buffered_bytes: what waits to be sent, here to a peer that never reads
+    /// (a listening socket nobody accepts from: the kernel takes the
+    /// connection, and its buffers fill).
+    @Test func bufferedBytesShowWhatWaits() throws {
+        let dir = try MetricsRunTests.scratch("report-buffered")
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, len) } }
+        listen(listener, 4)
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &len) } }
+        let port = UInt16(bigEndian: addr.sin_port)
+        let script = try CommandRunner.script("stuck.lua", """
+            local url, file = mw.args[1], mw.args[2]
+            local c = mw.connect(url, { close_timeout = 0.1 })
+            assert(c:wait_open(5))
+            -- 12 MiB: more than the kernel's buffers on loopback take (about 7), less than the queue's 16.
+            local chunk = string.rep("x", 65536)
+            for _ = 1, 192 do assert(c:send(chunk)) end
+            local function lines()
+              local n, f = 0, io.open(file)
+              if f then for _ in f:lines() do n = n + 1 end f:close() end
+              return n
+            end
+            -- Ends once a snapshot taken after the buffers filled is in the file.
+            local before = lines()
+            while lines() <= before do mw.sleep(0.05) end
+            mw.exit(0)
+            """)
+        let jsonl = dir + "/m.jsonl"
+        let r = try CommandRunner.run(["run", "--metrics-jsonl", jsonl, script, "tcp://127.0.0.1:\(port)", jsonl])
+        #expect(r.status == 0, "\(r.stderr)")
+        let highest = try String(contentsOfFile: jsonl, encoding: .utf8).split(separator: "\n").compactMap { line -> Double? in
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            return ((object?["metrics"] as? [String: Any])?["buffered_bytes"] as? [String: Double])?["count"]
+        }.max() ?? 0
+        #expect(highest >= 1_048_576, "\(highest)")
+    }
 }
