@@ -45,14 +45,19 @@ struct MetricsOptions: ParsableArguments {
         thresholdExpressions.compactMap { try? Threshold(expression: $0) }
     }
 
-    func validate() throws {
-        for expression in thresholdExpressions {
+    /// Every --threshold expression parses, else a usage error naming the bad one.
+    static func checkThresholds(_ expressions: [String]) throws {
+        for expression in expressions {
             do {
                 _ = try Threshold(expression: expression)
             } catch {
                 throw ValidationError("--threshold: \(error.description)")
             }
         }
+    }
+
+    func validate() throws {
+        try Self.checkThresholds(thresholdExpressions)
         _ = try resolvedShard()
         if let port = metricsPort, !(0...65535).contains(port) {
             throw ValidationError("--metrics-port must be 0 to 65535")

@@ -25,13 +25,7 @@ struct Report: ParsableCommand {
 
     func validate() throws {
         guard !files.isEmpty else { throw ValidationError("give the run's --metrics-jsonl file (and its --summary-json files)") }
-        for expression in thresholdExpressions {
-            do {
-                _ = try Threshold(expression: expression)
-            } catch {
-                throw ValidationError("--threshold: \(error.description)")
-            }
-        }
+        try MetricsOptions.checkThresholds(thresholdExpressions)
     }
 
     func run() throws {
