@@ -123,11 +123,12 @@ struct MetricsOptions: ParsableArguments {
     }
 
     /// --report: the page from the run's JSON-lines file and its final
-    /// snapshot; the file is removed when only the report asked for it.
-    /// Returns what went wrong, if anything.
-    func writeReport(_ snapshot: MetricsSnapshot, thresholds: [Threshold]) -> String? {
+    /// snapshot (none when the script did not start: no page); the file is
+    /// removed when only the report asked for it. Returns what went wrong.
+    func writeReport(_ snapshot: MetricsSnapshot?, thresholds: [Threshold]) -> String? {
         guard let report, let path = timelinePath else { return nil }
         defer { if metricsJSONL == nil { try? FileManager.default.removeItem(atPath: path) } }
+        guard let snapshot else { return nil }
         var page = ReportPage(timelines: [], summary: snapshot, thresholds: thresholds)
         if let data = FileManager.default.contents(atPath: path) {
             do {

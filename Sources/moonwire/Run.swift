@@ -102,10 +102,10 @@ struct Run: ParsableCommand {
         live?.close(final: final, thresholds: measured.thresholds + declared)
         if let final {
             code = measured.finish(final, scriptThresholds: declared, scriptCode: scriptCode) { global.reportError($0) }
-            if let error = measured.writeReport(final, thresholds: measured.thresholds + declared) {
-                global.reportError(error)
-                if code == 0 { code = 1 }
-            }
+        }
+        if let error = measured.writeReport(final, thresholds: measured.thresholds + declared) {
+            global.reportError(error)
+            if code == 0 { code = 1 }
         }
         ProcessEnd.exit(code, parking: runtimes.map(\.eventLoop))
     }
