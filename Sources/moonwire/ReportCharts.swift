@@ -174,7 +174,8 @@ enum ReportChart {
         return out
     }
 
-    static func coordinate(_ v: Double) -> String { String(format: "%.1f", v) }
+    /// Two decimals: report.js reads values back from them, to 0.05 % on a log axis of 3 decades.
+    static func coordinate(_ v: Double) -> String { String(format: "%.2f", v) }
 
     /// A value axis: where a value goes in the plot, and the ticks to label.
     struct Axis {

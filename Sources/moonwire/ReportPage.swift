@@ -72,9 +72,8 @@ struct ReportPage {
         items.append(("duration", ReportFormat.clock(duration)))
         let shards = summary?.shards.map(\.description) ?? timelines.compactMap(\.shard)
         if !shards.isEmpty { items.append(("shards", shards.joined(separator: ", "))) }
-        if timelines.count > 1 || (summary?.shards.count ?? 0) > 1 {
-            items.append(("merged", "\(max(timelines.count, summary?.shards.count ?? 0)) files"))
-        }
+        let parts = max(timelines.count, summary?.shards.count ?? 0)
+        if parts > 1 { items.append(("merged", "\(parts) shards in one report")) }
         func total(_ name: String) -> Double? { rows.first { $0.name == name }?.count }
         if let sent = total("messages_out"), let received = total("messages_in") {
             items.append(("messages", "\(ReportFormat.grouped(sent)) out, \(ReportFormat.grouped(received)) in"))

@@ -63,12 +63,17 @@
       var rect = svg.getBoundingClientRect();
       var x = (event.clientX - rect.left) / rect.width * svg.viewBox.baseVal.width;
       if (x < box[0] || x > box[0] + box[2]) { hide(); return; }
-      var lines = [];
+      // The point nearest the pointer, within half the spacing of its series' points.
+      var lines = [], at = null;
       series.forEach(function (s) {
-        var best = null;
+        var best = null, n = s.points.length;
         s.points.forEach(function (p) { if (best === null || Math.abs(p[0] - x) < Math.abs(best[0] - x)) best = p; });
-        if (best !== null && Math.abs(best[0] - x) < box[2] / 50) lines.push('<i class="' + s.key + '"></i>' + s.label + " " + format(value(best[1])));
+        var reach = Math.max(box[2] / 100, n > 1 ? 0.6 * (s.points[n - 1][0] - s.points[0][0]) / (n - 1) : box[2] / 50);
+        if (best === null || Math.abs(best[0] - x) > reach) return;
+        if (at === null || Math.abs(best[0] - x) < Math.abs(at - x)) at = best[0];
+        lines.push('<i class="' + s.key + '"></i>' + s.label + " " + format(value(best[1])));
       });
+      x = at === null ? x : at;
       cursor.setAttribute("x1", x);
       cursor.setAttribute("x2", x);
       cursor.style.display = "";
