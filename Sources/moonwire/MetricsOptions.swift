@@ -130,12 +130,10 @@ struct MetricsOptions: ParsableArguments {
         defer { if metricsJSONL == nil { try? FileManager.default.removeItem(atPath: path) } }
         guard let snapshot else { return nil }
         var page = ReportPage(timelines: [], summary: snapshot, thresholds: thresholds)
-        if let data = FileManager.default.contents(atPath: path) {
-            do {
-                page.timelines = [try MetricsTimeline.parse(data, path: metricsJSONL ?? "the run's metrics")]
-            } catch {
-                page.notes.append(error.description)
-            }
+        do {
+            page.timelines = [try MetricsTimeline.read(path, named: metricsJSONL ?? "the run's metrics")]
+        } catch {
+            page.notes.append(error.description)
         }
         guard FileManager.default.createFile(atPath: report, contents: Data(page.html().utf8)) else {
             return "--report: cannot write '\(report)'"

@@ -195,7 +195,7 @@ struct ReportPage {
         let duration = timelines.map(\.duration).max() ?? 0
         var rows: [String: Row] = [:]
         for timeline in timelines {
-            for (name, entry) in timeline.lines.last?.metrics ?? [:] {
+            for (name, entry) in timeline.last {
                 let isHistogram = entry["interval_count"] != nil || entry["p50"] != nil
                 var row = rows[name] ?? Row(name: name, kind: isHistogram ? "histogram" : entry["max"] != nil ? "gauge" : "counter", isHistogram: isHistogram, count: 0)
                 row.count += entry["count"] ?? 0

@@ -11,9 +11,11 @@ struct ReportSeries {
     private let files: [File]
 
     private struct File {
+        let timeline: MetricsTimeline
+        /// The lines' times on the common axis.
         let times: [Double]
-        let lines: [MetricsTimeline.Line]
-        let hasIntervals: Bool
+        /// Where the file's t = 0 is on the common axis.
+        let origin: Double
 
         /// The line whose interval holds `time`: the first at or after it.
         func covering(_ time: Double) -> Int? {
@@ -26,21 +28,16 @@ struct ReportSeries {
             return low < times.count ? low : nil
         }
 
-        /// The entries of `name` in a line: the metric and each of its tag sets.
-        func entries(_ line: Int, _ name: String) -> [[String: Double]] {
-            lines[line].metrics.compactMap { key, value in key == name || key.hasPrefix(name + "{") ? value : nil }
-        }
-
-        /// `field` of `name` added over its tag sets, nil when no entry has it.
-        func sum(_ line: Int, _ name: String, _ field: String) -> Double? {
-            let values = entries(line, name).compactMap { $0[field] }
-            return values.isEmpty ? nil : values.reduce(0, +)
+        /// The figures in `columns` of a line, nil when it has none of them.
+        func values(_ line: Int, _ columns: [Int]) -> [Double]? {
+            let found = columns.compactMap { timeline.lines[line].value($0) }
+            return found.isEmpty ? nil : found
         }
 
         /// A counter's total at `time`: linear between the lines around it
         /// (from 0 at the file's start), the last total after its end.
-        func total(_ name: String, at time: Double, origin: Double) -> Double? {
-            let valued = { (i: Int) in sum(i, name, "count").map { (times[i], $0) } }
+        func total(_ columns: [Int], at time: Double) -> Double? {
+            let valued = { (i: Int) in values(i, columns).map { (times[i], $0.reduce(0, +)) } }
             guard let j = covering(time) else { return (0..<times.count).reversed().lazy.compactMap(valued).first?.1 }
             guard let after = (j..<times.count).lazy.compactMap(valued).first else { return nil }
             let before = (0..<j).reversed().lazy.compactMap(valued).first ?? (origin, 0)
@@ -52,11 +49,10 @@ struct ReportSeries {
     /// Each file's times are shifted by its start's seconds after the earliest start.
     init(_ timelines: [MetricsTimeline]) {
         let earliest = timelines.compactMap(\.start).min()
-        let offsets = timelines.map { t in t.start.flatMap { s in earliest.map { s.timeIntervalSince($0) } } ?? 0 }
-        files = zip(timelines, offsets).map { timeline, offset in
-            File(times: timeline.lines.map { $0.t + offset }, lines: timeline.lines, hasIntervals: timeline.hasIntervals)
+        files = timelines.map { timeline in
+            let offset = timeline.start.flatMap { s in earliest.map { s.timeIntervalSince($0) } } ?? 0
+            return File(timeline: timeline, times: timeline.lines.map { $0.t + offset }, origin: offset)
         }
-        origins = offsets
         if files.count == 1 {
             // The end-of-run line a moment after the last tick would make a rate of a few messages.
             var own = files[0].times
@@ -70,17 +66,14 @@ struct ReportSeries {
         }
     }
 
-    private let origins: [Double]
-
     /// Whether any line of any file has the metric (any tags).
-    func has(_ name: String) -> Bool {
-        files.contains { file in file.lines.indices.contains { !file.entries($0, name).isEmpty } }
-    }
+    func has(_ name: String) -> Bool { files.contains { $0.timeline.has(name) } }
 
     /// A counter per second between one time and the one before (from 0).
     func rate(_ name: String) -> [Double?] {
+        let columns = files.map { $0.timeline.columns(name, "count") }
         let totals = times.map { time in
-            let parts = files.indices.compactMap { files[$0].total(name, at: time, origin: origins[$0]) }
+            let parts = files.indices.compactMap { files[$0].total(columns[$0], at: time) }
             return parts.isEmpty ? nil : parts.reduce(0, +)
         }
         var previous: (time: Double, total: Double) = (0, 0)
@@ -93,31 +86,29 @@ struct ReportSeries {
 
     /// A gauge's value at each time (the line covering it), added over files.
     func gauge(_ name: String) -> [Double?] {
-        combine { file, line in file.sum(line, name, "count") } reduce: { $0.reduce(0, +) }
+        combine(name) { _ in "count" } reduce: { $0.reduce(0, +) }
     }
 
     /// A histogram's figure (p50, p90, p99, max) of the values recorded in the
     /// interval of each time; the highest of the parts. Files without
     /// per-interval figures give the figure since the start.
     func percentile(_ name: String, _ field: String) -> [Double?] {
-        combine { file, line in
-            let key = file.hasIntervals ? "interval_" + field : field
-            return file.entries(line, name).compactMap { $0[key] }.max()
-        } reduce: { $0.max() ?? 0 }
+        combine(name) { $0.hasIntervals ? "interval_" + field : field } reduce: { $0.max() ?? 0 }
     }
 
     /// How many values a histogram recorded in each interval.
     func intervalCount(_ name: String) -> [Double?] {
-        combine { file, line in file.sum(line, name, file.hasIntervals ? "interval_count" : "count") } reduce: { $0.reduce(0, +) }
+        combine(name) { $0.hasIntervals ? "interval_count" : "count" } reduce: { $0.reduce(0, +) }
     }
 
     /// Whether every file has per-interval histogram figures.
-    var hasIntervals: Bool { files.allSatisfy(\.hasIntervals) }
+    var hasIntervals: Bool { files.allSatisfy(\.timeline.hasIntervals) }
 
-    private func combine(_ value: (File, Int) -> Double?, reduce: ([Double]) -> Double) -> [Double?] {
-        times.map { time in
-            let parts = files.compactMap { file in file.covering(time).flatMap { value(file, $0) } }
-            return parts.isEmpty ? nil : reduce(parts)
+    private func combine(_ name: String, field: (MetricsTimeline) -> String, reduce: ([Double]) -> Double) -> [Double?] {
+        let columns = files.map { $0.timeline.columns(name, field($0.timeline)) }
+        return times.map { time in
+            let parts = files.indices.compactMap { i in files[i].covering(time).flatMap { files[i].values($0, columns[i]) } }
+            return parts.isEmpty ? nil : reduce(parts.flatMap { $0 })
         }
     }
 }

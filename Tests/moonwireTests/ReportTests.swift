@@ -143,7 +143,8 @@ import Testing
     @Test func notAMetricsFileIsAUsageError() throws {
         let dir = try MetricsRunTests.scratch("report-bad")
         try "{\"hello\": 1}\n".write(toFile: dir + "/other.json", atomically: true, encoding: .utf8)
-        for bad in [dir + "/other.json", "examples/load_rate.lua", dir + "/missing.jsonl"] {
+        try "".write(toFile: dir + "/empty.jsonl", atomically: true, encoding: .utf8)
+        for bad in [dir + "/other.json", "examples/load_rate.lua", dir + "/missing.jsonl", dir + "/empty.jsonl", dir] {
             let r = try CommandRunner.run(["report", bad, "-o", dir + "/r.html"])
             #expect(r.status == 2, "\(bad): \(r.stderr)")
             #expect(r.stderr.contains(bad), "\(r.stderr)")
