@@ -69,7 +69,8 @@ enum ReportChart {
         }
         for bin in bins {
             let pct = Double(bin.count) / Double(max(total, 1)) * 100
-            let top = share.y(pct)
+            // A bin of a few values among many still shows: at least 2 px.
+            let top = min(share.y(pct), b.top + b.height - 2)
             let left = x(bin.low)
             svg += "<rect class=\"bar\" x=\"\(coordinate(left))\" y=\"\(coordinate(top))\" width=\"\(coordinate(max(0.5, x(bin.high) - left - 0.5)))\" height=\"\(coordinate(b.top + b.height - top))\">"
             svg += "<title>\(unit.format(bin.low)) to \(unit.format(bin.high)): \(ReportFormat.grouped(Double(bin.count))) (\(ReportFormat.digits(pct)) %)</title></rect>"
