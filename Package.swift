@@ -75,7 +75,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
-            resources: [.embedInCode("resources/listen_script.lua")]
+            resources: [
+                .embedInCode("resources/listen_script.lua"),
+                .embedInCode("resources/report.css"),
+                .embedInCode("resources/report.js"),
+            ]
         ),
         .executableTarget(
             name: "moonwire-bench",

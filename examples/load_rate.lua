@@ -4,12 +4,16 @@
 -- figures instead of hiding them (coordinated omission corrected). With no URL
 -- (or "-") it starts an echo server of its own that answers after DELAY seconds.
 -- It also prints how long each step of the dial took (c:stats().connect).
---   moonwire run --summary examples/load_rate.lua [URL [RATE [DURATION [DELAY]]]]
+-- STALL (seconds) makes its own server hold every answer that long once, half
+-- way through: what a stalled server looks like in the figures and the report.
+--   moonwire run --summary examples/load_rate.lua [URL [RATE [DURATION [DELAY [STALL]]]]]
 --   moonwire run --shard 2/4 --summary-json part2.json examples/load_rate.lua
+--   moonwire run --report report.html examples/load_rate.lua - 50 20 0.01 2
 local url = mw.args[1] ~= "-" and mw.args[1] or nil
 local rate = tonumber(mw.args[2]) or 50
 local duration = tonumber(mw.args[3]) or 2
 local delay = tonumber(mw.args[4]) or 0.01
+local stall = tonumber(mw.args[5]) or 0
 
 mw.thresholds {
   ["request_latency:p99"] = "< 0.5",
@@ -20,8 +24,15 @@ mw.thresholds {
 local server
 if not url then
   server = assert(mw.listen("ws://127.0.0.1:0/echo"))
+  local stall_at = mw.now() + duration / 2
   server:on_message(function(peer, msg, kind)
-    mw.after(delay, function() peer:send(msg, kind) end)
+    local wait = delay
+    if stall > 0 and mw.now() >= stall_at then
+      -- Everything that arrives during the stall is answered at its end.
+      wait = math.max(delay, stall_at + stall - mw.now())
+      if wait <= delay then stall = 0 end
+    end
+    mw.after(wait, function() peer:send(msg, kind) end)
   end)
   url = server:url()
 end

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
 # Lua 5.4 (headers and library), lua-luassert, pkg-config, libedit (the line
-# editor of `connect` and `listen`); with --test, also the peers the tests talk to, xmllint and jq.
+# editor of `connect` and `listen`); with --test, also the peers the tests talk to, xmllint,
+# jq and chromium.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
 
@@ -24,6 +25,8 @@ if [ "${1:-}" = "--test" ]; then
     # Real proxies for the proxy tests: tinyproxy (HTTP CONNECT), microsocks (SOCKS5).
     [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
     [ -x /usr/bin/microsocks ] || need+=(microsocks)
+    # Headless Chromium opens the HTML reports (moonwire report) in their tests.
+    [ -x /usr/bin/chromium ] || need+=(chromium)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -19,7 +19,7 @@ public final class RunMetrics {
     let connectTime, recoverTime, requestLatency, expectLatency, pingRTT: MetricsRegistry.ID
     let connectDNS, connectTCP, connectTLS, connectHandshake: MetricsRegistry.ID
     let messagesIn, messagesOut, bytesIn, bytesOut, reconnects, dropped, refused, errors: MetricsRegistry.ID
-    let connectionsOpen, queueDepth: MetricsRegistry.ID
+    let connectionsOpen, queueDepth, bufferedBytes: MetricsRegistry.ID
 
     /// Totals of connections that ended, by the statistic's position in `totals(of:)`.
     private var retired = [Double](repeating: 0, count: 6)
@@ -37,7 +37,7 @@ public final class RunMetrics {
     public static let builtInNames = [
         "connect_time", "connect_dns", "connect_tcp", "connect_tls", "connect_handshake", "recover_time", "request_latency",
         "expect_latency", "ping_rtt", "messages_in", "messages_out", "bytes_in", "bytes_out", "reconnects", "dropped", "refused",
-        "errors", "connections_open", "queue_depth",
+        "errors", "connections_open", "queue_depth", "buffered_bytes",
     ]
 
     init() {
@@ -65,6 +65,7 @@ public final class RunMetrics {
         errors = id(.counter, "errors")
         connectionsOpen = id(.gauge, "connections_open")
         queueDepth = id(.gauge, "queue_depth")
+        bufferedBytes = id(.gauge, "buffered_bytes")
     }
 
     private static func totals(of s: ManagedConnection.Stats) -> [Double] {
@@ -137,6 +138,7 @@ public final class RunMetrics {
     func refresh(live: [LuaConnection]) {
         var sums = retired
         var queued = 0.0
+        var buffered = 0.0
         for c in live {
             let s = c.connection.stats
             let key = ObjectIdentifier(c)
@@ -145,6 +147,7 @@ public final class RunMetrics {
                 for i in sums.indices { sums[i] += totals[i] }
             }
             queued += Double(s.queued)
+            buffered += Double(s.buffered)
             if let rtt = s.lastRTT, timing[key]?.lastRTT != rtt {
                 timing[key]?.lastRTT = rtt
                 registry.observe(pingRTT, rtt)
@@ -158,6 +161,7 @@ public final class RunMetrics {
             registry.add(id, value - registry.value(id))
         }
         registry.set(queueDepth, queued)
+        registry.set(bufferedBytes, buffered)
     }
 
     static func seconds(_ t: TimeAmount) -> Double { Double(t.nanoseconds) / 1e9 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Histogram
 import MoonwireCore
 import MoonwireLua
 import NIOCore
@@ -55,9 +56,10 @@ final class LiveMetrics: @unchecked Sendable {
     static func start(_ options: MetricsOptions, runtimes: [ScriptRuntime], group: EventLoopGroup, reportError: @escaping (String) -> Void) throws -> LiveMetrics? {
         guard options.live else { return nil }
         let live = LiveMetrics(runtimes: runtimes, loop: group.next(), status: options.showsStatus)
-        if let path = options.metricsJSONL {
+        if let path = options.timelinePath {
             guard let file = fopen(path, "w") else {
-                throw ValidationError("--metrics-jsonl: cannot write '\(path)': \(String(cString: strerror(errno)))")
+                let flag = options.metricsJSONL != nil ? "--metrics-jsonl" : "--report"
+                throw ValidationError("\(flag): cannot write '\(path)': \(String(cString: strerror(errno)))")
             }
             live.jsonl = file
         }
@@ -87,27 +89,56 @@ final class LiveMetrics: @unchecked Sendable {
         }
     }
 
-    /// One line: the time and, per metric, its count (or value) and for
-    /// histograms p50, p90, p99 and max, in seconds.
-    private func writeLine(_ snapshot: MetricsSnapshot, to file: UnsafeMutablePointer<FILE>) {
+    /// Each histogram's bucket counts at the previous line, by display name:
+    /// what the next line's interval figures subtract.
+    private var previousCounts: [String: [UInt64: UInt64]] = [:]
+    private var linesWritten = 0
+
+    /// One line: the time and, per metric, its count (or value); for
+    /// histograms p50, p90, p99 and max since the start and the same figures
+    /// of the values recorded since the previous line (`interval_count`,
+    /// `interval_p50`, ...), in seconds. The first line also has the command
+    /// line and the wall-clock `start` of t = 0; the line written at the end of
+    /// the run has `end` and the run's `thresholds`.
+    private func writeLine(_ snapshot: MetricsSnapshot, to file: UnsafeMutablePointer<FILE>, extra: [String: Any] = [:]) {
         var metrics: [String: [String: Double]] = [:]
+        let encoded = Dictionary(snapshot.metrics.map { ($0.key.display, $0.histogram) }) { first, _ in first }
         for s in snapshot.statistics() {
+            let name = s.key.display
             var entry: [String: Double] = ["count": s.count]
             if s.kind == .histogram {
-                for (name, p) in [("p50", 50.0), ("p90", 90), ("p99", 99)] { entry[name] = s.percentile(p) }
+                for (label, p) in Self.percentiles { entry[label] = s.percentile(p) }
                 entry["max"] = s.max
+                if let histogram = encoded[name] ?? nil {
+                    let (interval, counts) = histogram.since(previousCounts[name] ?? [:])
+                    previousCounts[name] = counts
+                    entry["interval_count"] = Double(interval.totalCount)
+                    if interval.totalCount > 0 {
+                        let scale = MetricsRegistry.histogramScale
+                        for (label, p) in Self.percentiles { entry["interval_" + label] = Double(interval.valueAtPercentile(p)) / scale }
+                        entry["interval_max"] = Double(interval.max) / scale
+                    }
+                }
             } else if let max = s.max {
                 entry["max"] = max
             }
-            metrics[s.key.display] = entry
+            metrics[name] = entry
         }
         var line: [String: Any] = ["t": (snapshot.duration * 1000).rounded() / 1000, "metrics": metrics]
         if let shard = snapshot.shards.first { line["shard"] = shard.description }
+        if linesWritten == 0 {
+            line["command"] = [URL(fileURLWithPath: CommandLine.arguments[0]).lastPathComponent] + CommandLine.arguments.dropFirst()
+            line["start"] = ISO8601DateFormatter().string(from: Date(timeIntervalSinceNow: -snapshot.duration))
+        }
+        line.merge(extra) { $1 }
         guard var data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) else { return }
         data.append(0x0A)
         data.withUnsafeBytes { _ = fwrite($0.baseAddress, 1, $0.count, file) }
         fflush(file)
+        linesWritten += 1
     }
+
+    private static let percentiles = [("p50", 50.0), ("p90", 90), ("p99", 99)]
 
     private func showStatus(_ snapshot: MetricsSnapshot) {
         func total(_ name: String) -> Double {
@@ -125,6 +156,7 @@ final class LiveMetrics: @unchecked Sendable {
         fputs(line, stderr)
     }
 
+    /// Ends the ticks (waiting for one under way); the file stays open for `close`.
     func stop() {
         let done = loop.makePromise(of: Void.self)
         task?.cancel(promise: done)
@@ -132,8 +164,32 @@ final class LiveMetrics: @unchecked Sendable {
         try? done.futureResult.wait()
         try? pending?.wait()
         if status { fputs("\r\u{1B}[2K", stderr) }
+    }
+
+    /// The last line (the run's final figures, `end` and its thresholds), then
+    /// closes the file and the endpoint.
+    func close(final snapshot: MetricsSnapshot?, thresholds: [Threshold]) {
+        if let jsonl, let snapshot {
+            writeLine(snapshot, to: jsonl, extra: ["end": true, "thresholds": thresholds.map(\.description)])
+        }
         if let jsonl { fclose(jsonl) }
         jsonl = nil
         try? server?.close().wait()
+    }
+}
+
+extension EncodedHistogram {
+    /// The values recorded since `before` (bucket counts of an earlier
+    /// encoding of the same histogram), and this encoding's counts.
+    func since(_ before: [UInt64: UInt64]) -> (Histogram<UInt64>, [UInt64: UInt64]) {
+        var now: [UInt64: UInt64] = [:]
+        var added = self
+        added.counts = counts.compactMap { pair in
+            guard pair.count == 2 else { return nil }
+            now[pair[0]] = pair[1]
+            let fresh = pair[1] - Swift.min(pair[1], before[pair[0]] ?? 0)
+            return fresh > 0 ? [pair[0], fresh] : nil
+        }
+        return (added.decode(), now)
     }
 }

@@ -31,13 +31,7 @@ struct Metrics: ParsableCommand {
 
         func validate() throws {
             guard !files.isEmpty else { throw ValidationError("give one or more summary files (run --summary-json FILE)") }
-            for expression in thresholdExpressions {
-                do {
-                    _ = try Threshold(expression: expression)
-                } catch {
-                    throw ValidationError("--threshold: \(error.description)")
-                }
-            }
+            try MetricsOptions.checkThresholds(thresholdExpressions)
         }
 
         func run() throws {

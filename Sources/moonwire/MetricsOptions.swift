@@ -26,24 +26,38 @@ struct MetricsOptions: ParsableArguments {
     @Option(name: .customLong("metrics-jsonl"), help: ArgumentHelp("Append a snapshot of the metrics to FILE every second, one JSON object a line.", valueName: "FILE"))
     var metricsJSONL: String?
 
+    @Option(help: ArgumentHelp("At the end, write an HTML report of the run to FILE: charts over time, latency distributions, the summary and thresholds; one file that opens offline.", valueName: "FILE"))
+    var report: String?
+
     @Option(name: .customLong("metrics-port"), help: ArgumentHelp("Serve the metrics in Prometheus text format on http://127.0.0.1:PORT/metrics during the run (0: any free port, printed on stderr).", valueName: "PORT"))
     var metricsPort: Int?
 
     @Option(name: .customLong("metrics-host"), help: ArgumentHelp("The address --metrics-port listens on.", valueName: "ADDRESS"))
     var metricsHost = "127.0.0.1"
 
+    /// The JSON-lines file of the run: --metrics-jsonl, else, for --report
+    /// alone, one in the temporary folder that the report reads at the end.
+    var timelinePath: String? {
+        metricsJSONL ?? report.map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-report-\(getpid()).jsonl").path }
+    }
+
     var thresholds: [Threshold] {
         thresholdExpressions.compactMap { try? Threshold(expression: $0) }
     }
 
-    func validate() throws {
-        for expression in thresholdExpressions {
+    /// Every --threshold expression parses, else a usage error naming the bad one.
+    static func checkThresholds(_ expressions: [String]) throws {
+        for expression in expressions {
             do {
                 _ = try Threshold(expression: expression)
             } catch {
                 throw ValidationError("--threshold: \(error.description)")
             }
         }
+    }
+
+    func validate() throws {
+        try Self.checkThresholds(thresholdExpressions)
         _ = try resolvedShard()
         if let port = metricsPort, !(0...65535).contains(port) {
             throw ValidationError("--metrics-port must be 0 to 65535")
@@ -74,11 +88,11 @@ struct MetricsOptions: ParsableArguments {
     /// The status line: on a terminal, in a measured run (one asking for a
     /// summary, thresholds or live metrics), so a bot's own output is left alone.
     var showsStatus: Bool {
-        isatty(2) != 0 && (summary || summaryJSON != nil || !thresholdExpressions.isEmpty || metricsJSONL != nil || metricsPort != nil)
+        isatty(2) != 0 && (summary || summaryJSON != nil || !thresholdExpressions.isEmpty || metricsJSONL != nil || metricsPort != nil || report != nil)
     }
 
     /// Whether anything reads the metrics during the run.
-    var live: Bool { metricsJSONL != nil || metricsPort != nil || showsStatus }
+    var live: Bool { timelinePath != nil || metricsPort != nil || showsStatus }
 
     /// The summary, thresholds and file at the end; returns the exit code:
     /// the script's when it failed, else 2 for a threshold on a metric the run
@@ -106,5 +120,24 @@ struct MetricsOptions: ParsableArguments {
         if scriptCode != 0 { return scriptCode }
         if !unknown.isEmpty { return 2 }
         return passed ? 0 : 99
+    }
+
+    /// --report: the page from the run's JSON-lines file and its final
+    /// snapshot (none when the script did not start: no page); the file is
+    /// removed when only the report asked for it. Returns what went wrong.
+    func writeReport(_ snapshot: MetricsSnapshot?, thresholds: [Threshold]) -> String? {
+        guard let report, let path = timelinePath else { return nil }
+        defer { if metricsJSONL == nil { try? FileManager.default.removeItem(atPath: path) } }
+        guard let snapshot else { return nil }
+        var page = ReportPage(timelines: [], summary: snapshot, thresholds: thresholds)
+        do {
+            page.timelines = [try MetricsTimeline.read(path, named: metricsJSONL ?? "the run's metrics")]
+        } catch {
+            page.notes.append(error.description)
+        }
+        guard FileManager.default.createFile(atPath: report, contents: Data(page.html().utf8)) else {
+            return "--report: cannot write '\(report)'"
+        }
+        return nil
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Dispatch
+import MoonwireCore
 import MoonwireLua
 import NIOCore
 import NIOPosix
@@ -92,9 +93,19 @@ struct Run: ParsableCommand {
         live?.stop()
         let scriptCode = codes.first { $0 != 0 } ?? 0
         var code = scriptCode
+        var final: MetricsSnapshot?
+        var declared: [Threshold] = []
         if startError == nil, let snapshot = try? LiveMetrics.gather(runtimes).wait() {
-            let declared = (try? runtimes[0].eventLoop.submit { runtimes[0].metrics.thresholds }.wait()) ?? []
-            code = measured.finish(snapshot, scriptThresholds: declared, scriptCode: scriptCode) { global.reportError($0) }
+            declared = (try? runtimes[0].eventLoop.submit { runtimes[0].metrics.thresholds }.wait()) ?? []
+            final = snapshot
+        }
+        live?.close(final: final, thresholds: measured.thresholds + declared)
+        if let final {
+            code = measured.finish(final, scriptThresholds: declared, scriptCode: scriptCode) { global.reportError($0) }
+        }
+        if let error = measured.writeReport(final, thresholds: measured.thresholds + declared) {
+            global.reportError(error)
+            if code == 0 { code = 1 }
         }
         ProcessEnd.exit(code, parking: runtimes.map(\.eventLoop))
     }

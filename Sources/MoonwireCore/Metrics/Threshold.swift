@@ -7,7 +7,7 @@ public struct Threshold: Sendable, Equatable, CustomStringConvertible {
     public enum Comparison: String, Sendable, CaseIterable {
         case lessOrEqual = "<=", greaterOrEqual = ">=", equal = "==", notEqual = "!=", less = "<", greater = ">"
 
-        func holds(_ a: Double, _ b: Double) -> Bool {
+        public func holds(_ a: Double, _ b: Double) -> Bool {
             switch self {
             case .less: a < b
             case .lessOrEqual: a <= b
