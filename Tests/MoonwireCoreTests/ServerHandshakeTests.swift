@@ -75,10 +75,10 @@ struct ServerHandshakeTests {
         try await server.stop()
     }
 
-    /// The delegate gets the request's headers; the peer does not keep them, so a peer
-    /// held after its connection (by a Lua script until its collector runs) holds no more
-    /// than its path and address.
-    @Test func aPeerDoesNotKeepTheRequestHeaders() async throws {
+    /// The delegate gets the request's headers; the peer does not keep them, nor, once
+    /// closed, its path: a peer held after its connection (by a Lua script until its
+    /// collector runs) holds its id, address and counters.
+    @Test func aPeerKeepsNeitherTheHeadersNorAfterItsCloseThePath() async throws {
         final class Held: @unchecked Sendable { var peer: ServerPeer? }
         let held = Held()
         let server = try await TestServer.start("ws://127.0.0.1:0/", echo: true)
@@ -94,6 +94,8 @@ struct ServerHandshakeTests {
         #expect(kept == 0)
         #expect(path == "/")
         socket = nil
+        try await server.wait("the close") { $0.closes.count == 1 }
+        #expect(try await server.onLoop { held.peer?.request.path } == "")
         try await server.stop()
     }
 }

@@ -17,9 +17,10 @@ public final class ServerPeer {
     public let id: Int
     /// `ip:port` of the client.
     public let remoteAddress: String
-    /// The handshake request's path, subprotocol and address (only the address for TCP).
-    /// Its headers are empty: they go to the delegate's `didConnect` and are not kept, so
-    /// an open (or closed but still referenced) peer does not hold them.
+    /// The handshake request's path (until the peer closes), subprotocol and address (only
+    /// the address for TCP). Its headers are empty: they go to the delegate's `didConnect`
+    /// and are not kept, so an open peer, or a closed one still referenced (by a Lua
+    /// script until its collector runs), does not hold them.
     public private(set) var request: ServerPeerRequest
     /// Message and byte counters.
     public private(set) var stats = TransportStats()
@@ -246,6 +247,8 @@ public final class ServerPeer {
             info.reason = slow.reason
         }
         self.isClosed = true
+        // The path may be up to the header bound (80 KiB) long.
+        self.request.path = ""
         self.outbound.dropQueue()
         self.outbound.detach()
         self.stopHeartbeat()
