@@ -4,24 +4,49 @@ chosen time and checks after every batch that it still answers a well-formed ech
 and that its resident memory stays bounded.
 
     scripts/edge_fuzz.py [--seconds 600] [--bin PATH] [--rss-mib 100] [--slowloris 20]
+                         [--server script|listen] [--rss-log FILE]
 
 Starts `moonwire run bench/edge_fuzz_server.lua` (1 MiB max_message,
-permessage-deflate, handshake_timeout 5 s). Each batch opens connections that send:
-mutated upgrade requests (flipped, cut, duplicated bytes), frames after a valid
-upgrade with bad lengths, 2^63 lengths, lengths just above max_message, reserved
-opcodes and bits, unmasked client frames, invalid UTF-8, bad close payloads,
-truncated frames, bad compressed data, random bytes. Meanwhile a pool of
-slowloris connections sends a handshake one byte per second. Exit status 0 when
-every check passed, 1 otherwise."""
+permessage-deflate, handshake_timeout 5 s), or with `--server listen`
+`moonwire listen --echo --compress --max-message 1M` (handshake timeout 10 s).
+Each batch opens connections that send: mutated upgrade requests (flipped, cut,
+duplicated bytes), upgrade requests RFC 6455 forbids (a method other than GET,
+HTTP/1.0, a Sec-WebSocket-Key that is not the base64 of 16 bytes, more header
+fields than the server's 128), frames after a valid upgrade with bad lengths,
+2^63 lengths, lengths just above max_message, reserved opcodes and bits, unmasked
+client frames, invalid UTF-8, bad close payloads, truncated frames, bad
+compressed data, random bytes. Meanwhile a pool of slowloris connections sends a
+handshake one byte per second. A forbidden upgrade request that gets `101` fails
+the run. Exit status 0 when every check passed, 1 otherwise."""
 import argparse, base64, os, random, socket, struct, subprocess, sys, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def request(port, extra=b""):
-    key = base64.b64encode(os.urandom(16))
-    return (b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+def request(port, extra=b"", method=b"GET", version=b"HTTP/1.1", key=None):
+    key = base64.b64encode(os.urandom(16)) if key is None else key
+    return (method + b" / " + version + b"\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             b"Sec-WebSocket-Key: " % port + key + b"\r\nSec-WebSocket-Version: 13\r\n" + extra + b"\r\n")
+
+
+def bad_key(rng):
+    """A Sec-WebSocket-Key that is not the base64 of 16 bytes."""
+    choice = rng.randrange(4)
+    if choice == 0:
+        return base64.b64encode(os.urandom(rng.choice([n for n in range(0, 40) if n != 16])))
+    if choice == 1:
+        return base64.b64encode(os.urandom(16)).rstrip(b"=")
+    if choice == 2:
+        return bytes(rng.choice(b"!*.-_~@#$%") for _ in range(22)) + b"=="
+    return b""
+
+
+def broken_upgrades(port, rng):
+    """Yields (name, request): upgrade requests RFC 6455 forbids; none may get 101."""
+    yield "method not GET", request(port, method=rng.choice([b"POST", b"PUT", b"DELETE", b"OPTIONS", b"PATCH", b"HEAD"]))
+    yield "HTTP/1.0", request(port, version=b"HTTP/1.0")
+    yield "key not 16 bytes", request(port, key=bad_key(rng))
+    yield "header flood", request(port, extra=b"a:b\r\n" * rng.randint(129, 10000))
 
 
 def frame(opcode, payload, fin=True, rsv=0, mask=True, length=None):
@@ -88,6 +113,14 @@ def mutate(data, rng):
 
 
 def attacks(port, rng):
+    """Yields (name, bytes sent after connecting, True when it must not be upgraded)."""
+    for name, data in broken_upgrades(port, rng):
+        yield name, data, True
+    for name, data in loose_attacks(port, rng):
+        yield name, data, False
+
+
+def loose_attacks(port, rng):
     """Yields (name, bytes sent after connecting)."""
     ok = request(port)
     deflate = request(port, b"Sec-WebSocket-Extensions: permessage-deflate\r\n")
@@ -168,6 +201,28 @@ class Slowloris(threading.Thread):
             s.close()
 
 
+def start_server(a):
+    """Starts the server under attack; returns (process, port) or (process, None)."""
+    log = open("/tmp/edge_fuzz_server.log", "w")
+    if a.server == "listen":
+        server = subprocess.Popen([a.bin, "listen", "--echo", "--compress", "--max-message", "1M", "ws://127.0.0.1:0/"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.time() + 30
+        while time.time() < deadline and server.poll() is None:
+            with open("/tmp/edge_fuzz_server.log") as f:
+                for line in f:
+                    if "listening on ws://127.0.0.1:" in line:
+                        return server, int(line.split("ws://127.0.0.1:")[1].split("/")[0])
+            time.sleep(0.05)
+        return server, None
+    server = subprocess.Popen([a.bin, "run", os.path.join(ROOT, "bench/edge_fuzz_server.lua"), "0"],
+                              stdout=subprocess.PIPE, stderr=log, text=True)
+    line = server.stdout.readline()
+    if not line.startswith("READY"):
+        return server, None
+    return server, int(line.split()[1])
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, default=600)
@@ -175,28 +230,32 @@ def main():
     p.add_argument("--rss-mib", type=float, default=100)
     p.add_argument("--slowloris", type=int, default=20)
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--server", choices=["script", "listen"], default="script")
+    p.add_argument("--rss-log", default=None, help="append 'seconds RSS_MiB' after every batch to this file")
     a = p.parse_args()
     if not a.bin:
         a.bin = os.path.join(subprocess.check_output(["swift", "build", "--show-bin-path"], cwd=ROOT, text=True).strip(), "moonwire")
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    server = subprocess.Popen([a.bin, "run", os.path.join(ROOT, "bench/edge_fuzz_server.lua"), "0"],
-                              stdout=subprocess.PIPE, stderr=open("/tmp/edge_fuzz_server.log", "w"), text=True)
-    line = server.stdout.readline()
-    if not line.startswith("READY"):
-        print("edge_fuzz: server did not start: %r" % line, file=sys.stderr)
+    server, port = start_server(a)
+    if port is None:
+        print("edge_fuzz: the server did not start; see /tmp/edge_fuzz_server.log", file=sys.stderr)
+        server.kill()
         return 1
-    port = int(line.split()[1])
+    rss_log = open(a.rss_log, "w") if a.rss_log else None
     stop = threading.Event()
     slow = Slowloris(port, a.slowloris, stop)
     slow.start()
     start = time.time()
-    batches = sent = 0
-    peak = 0.0
+    batches = sent = broken = 0
+    upgraded = {}
+    first_rss = rss_mib(server.pid)
+    peak = first_rss
     failure = None
     try:
         while time.time() - start < a.seconds:
-            for name, data in attacks(port, rng):
+            for name, data, must_refuse in attacks(port, rng):
+                answer = b""
                 try:
                     s = connect(port)
                     # Sometimes in pieces, so the server sees split headers and frames.
@@ -205,11 +264,15 @@ def main():
                             s.sendall(data[i:i + 7])
                     else:
                         s.sendall(data)
-                    drain(s, 0.5)
+                    answer = drain(s, 0.5)
                     s.close()
                 except OSError:
                     pass
                 sent += 1
+                if must_refuse:
+                    broken += 1
+                    if answer.startswith(b"HTTP/1.1 101"):
+                        upgraded[name] = upgraded.get(name, 0) + 1
             batches += 1
             if server.poll() is not None:
                 failure = "the server exited with %s" % server.returncode
@@ -219,12 +282,16 @@ def main():
                 break
             rss = rss_mib(server.pid)
             peak = max(peak, rss)
+            if rss_log:
+                rss_log.write("%.1f %.1f\n" % (time.time() - start, rss))
+                rss_log.flush()
             if rss > a.rss_mib:
                 failure = "RSS %.1f MiB above %.0f MiB after batch %d" % (rss, a.rss_mib, batches)
                 break
             if batches % 20 == 0:
-                print("edge_fuzz: %ds, %d batches, %d attack connections, RSS %.1f MiB (peak %.1f), slowloris dropped %d"
-                      % (time.time() - start, batches, sent, rss, peak, slow.dropped), flush=True)
+                print("edge_fuzz: %ds, %d batches, %d attack connections, RSS %.1f MiB (peak %.1f), slowloris dropped %d, "
+                      "broken upgrades %d (upgraded %d)"
+                      % (time.time() - start, batches, sent, rss, peak, slow.dropped, broken, sum(upgraded.values())), flush=True)
     finally:
         stop.set()
         server.terminate()
@@ -232,8 +299,13 @@ def main():
             server.wait(10)
         except subprocess.TimeoutExpired:
             server.kill()
-    print("edge_fuzz: seed %d, %.0fs, %d batches, %d attack connections, peak RSS %.1f MiB, slowloris connections dropped by handshake_timeout: %d"
-          % (seed, time.time() - start, batches, sent, peak, slow.dropped))
+    print("edge_fuzz: seed %d, %s server, %.0fs, %d batches, %d attack connections, RSS %.1f MiB at the start, peak %.1f MiB, "
+          "slowloris connections dropped by handshake_timeout: %d"
+          % (seed, a.server, time.time() - start, batches, sent, first_rss, peak, slow.dropped))
+    print("edge_fuzz: %d upgrade requests RFC 6455 forbids, %d of them upgraded%s"
+          % (broken, sum(upgraded.values()), "".join(" (%s: %d)" % kv for kv in sorted(upgraded.items()))))
+    if upgraded and not failure:
+        failure = "the server upgraded %d requests RFC 6455 forbids" % sum(upgraded.values())
     if failure:
         print("edge_fuzz: FAILED: " + failure, file=sys.stderr)
         return 1

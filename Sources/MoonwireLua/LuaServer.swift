@@ -75,6 +75,15 @@ final class LuaServer: MessageServerDelegate {
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
         runtime?.options.logger.warning("server \(server.url): \(error)")
     }
+
+    func server(_ server: MessageServer, accepting event: AcceptPause) {
+        guard let logger = runtime?.options.logger else { return }
+        if case .paused = event {
+            logger.warning("server \(server.url): \(event)")
+        } else {
+            logger.info("server \(server.url): \(event)")
+        }
+    }
 }
 
 /// One client of a `mw.listen` server.

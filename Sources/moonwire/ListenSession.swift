@@ -198,4 +198,12 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
         printer.event("error", "\(error)", peer: peer.map { "\($0.id)" }, isError: true)
     }
+
+    func server(_ server: MessageServer, accepting event: AcceptPause) {
+        if case .paused = event {
+            printer.event("error", "\(event)", isError: true)
+        } else {
+            printer.event("accept", "\(event)")
+        }
+    }
 }

@@ -314,6 +314,10 @@ final class FaultServer: MessageServerDelegate, @unchecked Sendable {
     func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
         self.log.append(.close(peer: peer.id, info: info, at: .now()))
     }
+
+    func server(_ server: MessageServer, accepting event: AcceptPause) {
+        self.log.append(.fault(peer: 0, what: "\(event)", at: .now()))
+    }
 }
 
 /// A port on 127.0.0.1 that nothing listens on: bound, then closed.

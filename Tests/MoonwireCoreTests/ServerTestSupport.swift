@@ -17,6 +17,7 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
     var messages: [(id: Int, text: String, kind: WebSocketMessageKind)] = []
     var closes: [(id: Int, info: WebSocketCloseInfo, at: NIODeadline)] = []
     var failures: [(id: Int?, error: WebSocketConnectionError)] = []
+    var acceptPauses: [AcceptPause] = []
     var onConnect: (ServerPeer) -> Void = { _ in }
     var onMessage: (ServerPeer, ByteBuffer, WebSocketMessageKind) -> Void = { _, _, _ in }
 
@@ -75,6 +76,10 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
 
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
         self.failures.append((peer?.id, error))
+    }
+
+    func server(_ server: MessageServer, accepting event: AcceptPause) {
+        self.acceptPauses.append(event)
     }
 }
 

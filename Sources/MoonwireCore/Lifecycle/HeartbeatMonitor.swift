@@ -18,7 +18,9 @@ import NIOCore
 /// Deadlines only move later while the connection is busy, so the caller need not re-arm
 /// its timer on every send: arm one at ``nextDeadline``, call ``tick(at:)`` when it fires,
 /// and arm again at the new ``nextDeadline``. Re-arm after ``start(at:)`` and
-/// ``reconfigure(_:at:)``, which can move it earlier.
+/// ``reconfigure(_:at:)``, which can move it earlier, and when a `didReceive…` method
+/// returns true: the answer to a probe in flight brings the next probe (`interval` after
+/// it) before the armed timeout.
 ///
 /// ```swift
 /// var heartbeat = HeartbeatMonitor(.init(interval: .seconds(30), timeout: .seconds(10)))
@@ -162,45 +164,58 @@ public struct HeartbeatMonitor {
     }
 
     /// A message arrived that does not match the heartbeat's `reply` pattern (or there is
-    /// none).
-    public mutating func didReceiveMessage(at now: NIODeadline) {
+    /// none). True when it answered the probe in flight: re-arm.
+    @discardableResult
+    public mutating func didReceiveMessage(at now: NIODeadline) -> Bool {
         self.lastInbound = now
-        guard let configuration = self.configuration else { return }
+        guard let configuration = self.configuration else { return false }
         if configuration.watch == .inboundSilence || configuration.probe == .message(reply: .anyMessage) {
-            self.outstanding = nil
+            return self.answered()
         }
+        return false
     }
 
-    /// A message arrived that matches the heartbeat's `reply` pattern.
-    public mutating func didReceiveReply(at now: NIODeadline) {
+    /// A message arrived that matches the heartbeat's `reply` pattern. True when it
+    /// answered the probe in flight: re-arm.
+    @discardableResult
+    public mutating func didReceiveReply(at now: NIODeadline) -> Bool {
         self.lastInbound = now
-        guard let configuration = self.configuration, let outstanding = self.outstanding else { return }
+        guard let configuration = self.configuration, let outstanding = self.outstanding else { return false }
         switch configuration.probe {
         case .message?:
             self.lastRTT = now - outstanding.sentAt
-            self.outstanding = nil
+            return self.answered()
         case .ping?, nil:
-            if configuration.watch == .inboundSilence { self.outstanding = nil }
+            return configuration.watch == .inboundSilence && self.answered()
         }
     }
 
     /// A pong arrived. Only the pong to the probe in flight answers a client's heartbeat;
-    /// a pong to a script's own `c:ping()` or to an earlier probe does not.
-    public mutating func didReceivePong(payload: some Sequence<UInt8>, at now: NIODeadline) {
+    /// a pong to a script's own `c:ping()` or to an earlier probe does not. True when it
+    /// answered the probe in flight: re-arm.
+    @discardableResult
+    public mutating func didReceivePong(payload: some Sequence<UInt8>, at now: NIODeadline) -> Bool {
         self.lastInbound = now
-        guard let configuration = self.configuration, let outstanding = self.outstanding else { return }
+        guard let configuration = self.configuration, let outstanding = self.outstanding else { return false }
         if configuration.probe == .ping, payload.elementsEqual(Self.payload(forProbe: outstanding.id)) {
             self.lastRTT = now - outstanding.sentAt
-            self.outstanding = nil
-        } else if configuration.watch == .inboundSilence {
-            self.outstanding = nil
+            return self.answered()
         }
+        return configuration.watch == .inboundSilence && self.answered()
     }
 
-    /// A ping arrived: the peer is alive, which matters when watching its silence.
-    public mutating func didReceivePing(at now: NIODeadline) {
+    /// A ping arrived: the peer is alive, which matters when watching its silence. True
+    /// when it answered the probe in flight: re-arm.
+    @discardableResult
+    public mutating func didReceivePing(at now: NIODeadline) -> Bool {
         self.lastInbound = now
-        if self.configuration?.watch == .inboundSilence { self.outstanding = nil }
+        return self.configuration?.watch == .inboundSilence && self.answered()
+    }
+
+    /// The probe in flight, if any, is answered; true if there was one.
+    private mutating func answered() -> Bool {
+        defer { self.outstanding = nil }
+        return self.outstanding != nil
     }
 
     /// The timer armed at ``nextDeadline`` fired (or any time): returns the probe to send

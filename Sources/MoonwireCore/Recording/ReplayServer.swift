@@ -40,6 +40,10 @@ public final class ReplayServer: MessageServerDelegate {
         self.speed = speed
     }
 
+    public func server(_ server: MessageServer, accepting event: AcceptPause) {
+        report("server \(server.url): \(event)")
+    }
+
     public func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
         let state = PeerState()
         states[peer.id] = state

@@ -62,6 +62,14 @@ public final class MessageServer {
         // The bootstrap keeps the server alive while it listens: no one else has to.
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         ServerBootstrap(group: eventLoop, childGroup: eventLoop)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoff { event in
+                        let server = bound.value
+                        server.delegate?.server(server, accepting: event)
+                    })
+                }
+            }
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
             .childChannelOption(.recvAllocator, value: ChannelTuning.readAllocator)
@@ -179,7 +187,7 @@ public final class MessageServer {
                 channel.eventLoop.assumeIsolated().execute { channel.close(promise: nil) }
                 return
             }
-            let peer = self.makePeer(channel, path: "", headers: [:])
+            let peer = self.makePeer(channel, path: "")
             try pipeline.addHandler(peer.makeTCPLink(framing: self.options.framing, closeTimeout: self.options.closeTimeout))
             if self.sslContext != nil {
                 try pipeline.addHandler(TLSHandshakeWatcher { [weak self, weak peer] result in
@@ -194,6 +202,7 @@ public final class MessageServer {
             let gate = HandshakeGate()
             let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
             let upgrader = WebSocketServerUpgrader(
+                gate: gate,
                 shouldUpgrade: { channel, head in
                     channel.eventLoop.makeSucceededFuture(bound.value.shouldUpgrade(head, gate: gate))
                 },
@@ -201,12 +210,21 @@ public final class MessageServer {
                     try bound.value.upgraded(channel, head: head, gate: gate)
                 }
             )
+            // The header bounds hold while the request is parsed: a flood of headers is
+            // refused before it is kept anywhere. The fallback answers parse errors.
+            var limits = NIOHTTPDecoderLimitConfiguration()
+            limits.maxHeaderFieldCount = self.options.maxHeaders
+            limits.maxHeaderListSize = self.options.maxHeaderBytes
+            limits.maxHeaderFieldSize = self.options.maxHeaderBytes
             try pipeline.configureHTTPServerPipeline(
                 withPipeliningAssistance: false,
                 withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
-                withErrorHandling: true
+                withErrorHandling: false,
+                withOutboundHeaderValidation: true,
+                withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
+                withDecoderLimitConfiguration: limits
             )
-            try pipeline.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: self.options.handshakeTimeout))
+            try pipeline.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: self.options.handshakeTimeout, limits: limits))
         }
     }
 
@@ -215,9 +233,9 @@ public final class MessageServer {
         self.delegate?.server(self, peer: nil, didFail: WebSocketConnectionError(step: .tls, message: message))
     }
 
-    private func makePeer(_ channel: Channel, path: String, headers: HTTPHeaders) -> ServerPeer {
+    private func makePeer(_ channel: Channel, path: String) -> ServerPeer {
         let address = channel.remoteAddress.map(DialError.describe) ?? "unknown"
-        let request = ServerPeerRequest(path: path, headers: headers, subprotocol: nil, remoteAddress: address)
+        let request = ServerPeerRequest(path: path, headers: [:], subprotocol: nil, remoteAddress: address)
         let peer = ServerPeer(id: self.nextID, channel: channel, request: request, server: self)
         self.nextID += 1
         self.peersByID[peer.id] = peer
@@ -227,18 +245,18 @@ public final class MessageServer {
     /// The upgrade decision: refusals, the path, the subprotocol and compression.
     private func shouldUpgrade(_ head: HTTPRequestHead, gate: HandshakeGate) -> HTTPHeaders? {
         guard self.isListening else {
-            gate.refusal = .serviceUnavailable
+            gate.refuse(.serviceUnavailable, "the server is shutting down")
             return nil
         }
         if self.rejections.count > 0 {
             self.rejections.count -= 1
-            gate.refusal = self.rejections.status
+            gate.refuse(self.rejections.status, "refused by the server (reject_next)")
             return nil
         }
         if let path = self.url.path {
             let requested = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard requested == path else {
-                gate.refusal = .notFound
+                gate.refuse(.notFound, "no WebSocket endpoint at this path")
                 return nil
             }
         }
@@ -262,9 +280,9 @@ public final class MessageServer {
         let outlet = RawOutlet()
         try pipeline.addHandler(outlet)
         pipeline.removeHandler(try pipeline.handler(type: HTTPFallbackHandler.self), promise: nil)
-        let peer = self.makePeer(channel, path: head.uri, headers: head.headers)
+        let peer = self.makePeer(channel, path: head.uri)
         try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout, outlet: outlet))
-        peer.connected(subprotocol: gate.subprotocol)
+        peer.connected(subprotocol: gate.subprotocol, headers: head.headers)
     }
 
     // MARK: Peer events
@@ -273,8 +291,8 @@ public final class MessageServer {
         if self.sslContext == nil { peer.connected() }
     }
 
-    func peerConnected(_ peer: ServerPeer) {
-        self.delegate?.server(self, didConnect: peer, request: peer.request)
+    func peerConnected(_ peer: ServerPeer, request: ServerPeerRequest) {
+        self.delegate?.server(self, didConnect: peer, request: request)
     }
 
     func peer(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {

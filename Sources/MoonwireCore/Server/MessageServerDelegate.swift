@@ -28,6 +28,11 @@ public protocol MessageServerDelegate: AnyObject {
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer)
     /// A peer's outbound budget turned a message away for the first time.
     func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer)
+    /// The server could not accept a connection for want of descriptors (or memory) and
+    /// pauses accepting, retrying by itself (``AcceptPause/paused(errno:)``), or it accepts
+    /// again (``AcceptPause/resumed(after:retries:)``): once each per episode. Its
+    /// `description` is the line to log.
+    func server(_ server: MessageServer, accepting event: AcceptPause)
 }
 
 extension MessageServerDelegate {

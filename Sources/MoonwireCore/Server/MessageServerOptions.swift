@@ -28,6 +28,13 @@ public struct MessageServerOptions: Sendable {
     /// How long a WebSocket client has, from the TCP accept, to finish the TLS handshake
     /// (`wss://`) and send a complete upgrade request; slower ones are dropped unanswered.
     public var handshakeTimeout: TimeAmount
+    /// Most header fields a WebSocket upgrade request may have (Python websockets allows
+    /// 128 too); a request with more gets 431 while it is being parsed, before its headers
+    /// are kept anywhere. Their size is bounded too: ``maxHeaderBytes``.
+    public var maxHeaders = 128
+    /// Most bytes all header names and values of an upgrade request may take together
+    /// (NIO's default, 80 KiB); a request with more gets 431.
+    public var maxHeaderBytes = 80 * 1024
     /// The certificate (`certificateFile`, `privateKeyFile`) of `wss://` and `tls://`; with
     /// `caFile`, clients must present a certificate issued by that CA.
     public var tls: TLSOptions

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP1
 
 /// One client connected to a ``MessageServer``: the `peer` of `on_connect`, with what a
 /// mock server needs to play a real one, or a broken one.
@@ -16,7 +17,10 @@ public final class ServerPeer {
     public let id: Int
     /// `ip:port` of the client.
     public let remoteAddress: String
-    /// The handshake request (path, headers, subprotocol); only the address for TCP.
+    /// The handshake request's path (until the peer closes), subprotocol and address (only
+    /// the address for TCP). Its headers are empty: they go to the delegate's `didConnect`
+    /// and are not kept, so an open peer, or a closed one still referenced (by a Lua
+    /// script until its collector runs), does not hold them.
     public private(set) var request: ServerPeerRequest
     /// Message and byte counters.
     public private(set) var stats = TransportStats()
@@ -218,20 +222,23 @@ public final class ServerPeer {
 
     // MARK: Life
 
-    /// The peer is ready: start watching it and tell the server.
-    func connected(subprotocol: String? = nil) {
+    /// The peer is ready: start watching it and tell the server, handing it the request's
+    /// headers, which the peer does not keep.
+    func connected(subprotocol: String? = nil, headers: HTTPHeaders = [:]) {
         guard !self.isConnected, !self.isClosed else { return }
         self.isConnected = true
         self.request.subprotocol = subprotocol
         self.outbound.attach(self.channel)
         self.startHeartbeat()
-        self.server?.peerConnected(self)
+        var request = self.request
+        request.headers = headers
+        self.server?.peerConnected(self, request: request)
     }
 
     private func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         self.stats.messagesReceived += 1
         self.stats.bytesReceived += message.readableBytes
-        self.heartbeat.didReceiveMessage(at: .now())
+        if self.heartbeat.didReceiveMessage(at: .now()) { self.armHeartbeat() }
         if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
             self.answerProbe(reply, kind: replyKind)
             return
@@ -259,6 +266,8 @@ public final class ServerPeer {
             info.reason = slow.reason
         }
         self.isClosed = true
+        // The path may be up to the header bound (80 KiB) long.
+        self.request.path = ""
         self.outbound.dropQueue()
         self.outbound.detach()
         self.stopHeartbeat()
@@ -335,11 +344,14 @@ extension ServerPeer: WebSocketPeerOwner {
     }
 
     func webSocketPeerReceivedPing() {
-        self.heartbeat.didReceivePing(at: .now())
+        if self.heartbeat.didReceivePing(at: .now()) { self.armHeartbeat() }
     }
 
+    // The answer to a probe brings the next one `interval` after it, before the timeout
+    // the timer was armed for: re-arm, or an answering peer is probed only every
+    // `interval + timeout`.
     func webSocketPeerReceivedPong(_ payload: ByteBuffer) {
-        self.heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+        if self.heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now()) { self.armHeartbeat() }
     }
 
     func webSocketPeerFailed(_ violation: WebSocketProtocolViolation) {

@@ -10,7 +10,8 @@ import NIOHTTP1
 public struct ServerPeerRequest: Sendable {
     /// The request target of the WebSocket handshake (`/chat?room=1`); empty for TCP.
     public var path: String
-    /// The handshake's headers; empty for TCP.
+    /// The handshake's headers (at most ``MessageServerOptions/maxHeaders``); empty for TCP,
+    /// and in ``ServerPeer/request``, which does not keep them.
     public var headers: HTTPHeaders
     /// The subprotocol chosen, if any.
     public var subprotocol: String?
