@@ -49,6 +49,22 @@ import Testing
             """)
     }
 
+    /// A `reply`-less message heartbeat is answered by any message: the next probe is due
+    /// an interval after the answer, not at the probe's timeout (0.3 s apart, not 2 s).
+    @Test func messageHeartbeatAnsweredByAnyMessageKeepsItsInterval() throws {
+        let path = try CommandRunner.script("hbcadence.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            local probes = 0
+            s:on_message(function(peer, msg) probes = probes + 1 peer:send(msg) end)
+            local c = mw.connect(s:url(), { reconnect = false, heartbeat = { interval = 0.3, timeout = 2, message = "hb" } })
+            mw.after(2.1, function() print("probes", probes) c:close() s:close() end)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        let probes = Int(r.stdout.split(separator: "\t").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+        #expect(probes >= 5, "\(r.stdout)")
+    }
+
     @Test func listenHeartbeatIntervalDropsASilentTCPPeer() throws {
         let path = try CommandRunner.script("listenhb.lua", """
             local s = assert(mw.listen("tcp://127.0.0.1:0", { heartbeat = { interval = 0.1, timeout = 0.1 } }))

@@ -543,8 +543,9 @@ public final class ManagedConnection {
             // An answered probe can bring the next one earlier than the armed timeout.
             armHeartbeat()
             return
-        } else {
-            heartbeat.didReceiveMessage(at: now)
+        } else if heartbeat.didReceiveMessage(at: now) {
+            // Any message answers a `reply`-less probe: the next one is due an interval from now.
+            armHeartbeat()
         }
         if let (reply, replyKind) = autoReply?.answer(to: message, kind: kind) {
             answerProbe(reply, kind: replyKind)
