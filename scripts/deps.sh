@@ -24,6 +24,9 @@ if [ "${1:-}" = "--test" ]; then
     # Real proxies for the proxy tests: tinyproxy (HTTP CONNECT), microsocks (SOCKS5).
     [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
     [ -x /usr/bin/microsocks ] || need+=(microsocks)
+    # Debian's busted: the reference runner `moonwire test` is compared with
+    # (TestCommandTests, scripts/busted_compat.sh).
+    command -v busted >/dev/null 2>&1 || need+=(lua-busted)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -68,7 +68,7 @@ local function running_coroutine(fname)
   local co, main = coroutine.running()
   if main then
     error(fname .. ": only inside a coroutine (the main chunk, mw.spawn or a test body);"
-      .. " a callback cannot wait, start a coroutine with mw.spawn", user_level(3))
+      .. " a callback cannot wait, start a coroutine with mw.spawn", user_level(2))
   end
   return co
 end
@@ -391,10 +391,16 @@ end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until
 -- `timeout` seconds passed (then returns nil, "timeout").
-local function wait(st, fname, kind, timeout, match)
+-- Checks a timeout argument; the error names the user's line (level 2 is
+-- skipped only when it is moonwire's: receive tail-calls wait).
+local function check_timeout(fname, timeout)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
-    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), user_level(3))
+    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), user_level(2))
   end
+end
+
+local function wait(st, fname, kind, timeout, match)
+  check_timeout(fname, timeout)
   local waiter = { co = running_coroutine(fname), kind = kind, match = match }
   append(st, "waiters", waiter)
   if timeout then
@@ -519,6 +525,7 @@ end
 
 function methods.receive(self, timeout)
   local st = state_of(self, "c:receive")
+  check_timeout("c:receive", timeout)
   local first = inbox_pop(self, st)
   if first then return first[1], first[2] end
   if st.final then return nil, "closed" end
@@ -562,6 +569,7 @@ end
 
 function methods.wait_open(self, timeout)
   local st = state_of(self, "c:wait_open")
+  check_timeout("c:wait_open", timeout)
   local state = self:state()
   if state == "open" or state == "ready" then return true end
   if st.final then return nil, st.last_error or "closed" end
