@@ -108,7 +108,9 @@ struct Test: ParsableCommand {
         case "tap": format = .tap
         case "json": format = .json
         case "junit": format = .junit
-        default: throw ValidationError("unknown --output '\(outputName)'; use text, tap, json or junit")
+        default:
+            let from = output == nil && !tap && config.values["output"] != nil ? "output '\(outputName)' in .busted" : "--output '\(outputName)'"
+            throw ValidationError("unknown \(from); use text, tap, json or junit")
         }
         let tags = configured(tags, "tags", config), excludeTags = configured(excludeTags, "exclude-tags", config)
         if let both = tags.first(where: excludeTags.contains) {

@@ -509,7 +509,7 @@ local function shuffled(block)
   local order = {}
   for i, child in ipairs(children) do order[i] = child end
   if block.seed and block.randomize then math.randomseed(math.tointeger(block.seed) or 0) end
-  if shuffle or block.randomize then
+  if block.randomize or (shuffle and block.randomize ~= false) then
     for i = #order, 2, -1 do
       local j = math.random(i)
       order[i], order[j] = order[j], order[i]
