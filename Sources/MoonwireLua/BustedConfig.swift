@@ -26,7 +26,7 @@ public struct BustedConfig: Sendable {
         try lua.load(file: path)
         try lua.call(arguments: 0, results: 1)
         guard lua.type(at: -1) == LUA_TTABLE else {
-            throw .runtime("\(path): a .busted file returns a table (of tasks: default = { ... }), not a \(lua.typeName(at: -1))")
+            throw .runtime("\(path) returns a \(lua.typeName(at: -1)), not a table of tasks (default = { ... })")
         }
         var config = BustedConfig()
         for task in ["_all", "default"] {

@@ -95,7 +95,8 @@ struct Test: ParsableCommand {
         do {
             return try BustedConfig.load(path: ".busted")
         } catch {
-            throw ValidationError("cannot use .busted: \(error.description)")
+            let reason = error.description.split(separator: "\n").first.map(String.init) ?? ""
+            throw ValidationError("bad .busted file: \(reason.replacingOccurrences(of: " stack traceback:", with: ""))")
         }
     }
 

@@ -92,5 +92,19 @@ import Testing
         #expect(output.stderr.contains("unknown --output 'xml'"))
         let both = try CommandRunner.run("test", "--tags", "a", "--exclude-tags", "a", "Tests/moonwireTests/Fixtures/suite")
         #expect(both.stderr.contains("--tags and --exclude-tags both name 'a'"))
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-busted-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (config, message) in [
+            ("return 5", "bad .busted file: .busted returns a number, not a table of tasks"),
+            ("error('no')", "bad .busted file: .busted:1: no"),
+            ("return { default = { output = 'gtest' } }", "unknown output 'gtest' in .busted"),
+        ] {
+            try config.write(to: dir.appendingPathComponent(".busted"), atomically: true, encoding: .utf8)
+            let r = try CommandRunner.run(["test"], directory: dir)
+            #expect(r.status == 2)
+            #expect(r.stderr.contains(message), "\(r.stderr)")
+        }
     }
 }
