@@ -17,11 +17,28 @@ local EXIT = host.exit_sentinel
 
 local mw = {}
 
-local function describe(err)
+-- mw.inspect, once loaded (below).
+local inspect_value
+
+-- The text of an error value. One that is not a string (error({ code = 42 }),
+-- error()) is printed, a table through mw.inspect, after the line of the
+-- user's code that raised it: on the running stack (`where` nil), in the dead
+-- coroutine `where`, or nowhere (`where` false).
+local function describe(err, where)
   if type(err) == "string" then return err end
   local meta = getmetatable(err)
   if meta and meta.__tostring then return tostring(err) end
-  return "(error object is a " .. type(err) .. " value)"
+  local text = err == nil and "Nil error" or (type(err) == "table" and inspect_value) and inspect_value(err) or tostring(err)
+  if where == false then return text end
+  for level = where and 0 or 2, 60 do
+    local info
+    if where then info = debug.getinfo(where, level, "Sl") else info = debug.getinfo(level, "Sl") end
+    if not info then break end
+    if info.what ~= "C" and info.source:sub(1, 10) ~= "@moonwire/" and info.currentline > 0 then
+      return info.short_src .. ":" .. info.currentline .. ": " .. text
+    end
+  end
+  return text
 end
 
 -- Coroutines a test runner gave up on (timed out): never resumed again.
@@ -43,7 +60,7 @@ local function resume(co, ...)
   if not ok then
     -- mw.exit unwinds every coroutine on its way out; pass it on.
     if err == EXIT then error(EXIT, 0) end
-    host.uncaught(debug.traceback(co, describe(err)))
+    host.uncaught(debug.traceback(co, describe(err, co)))
   end
 end
 
@@ -875,6 +892,10 @@ end
 
 local inspect = host.inspect_module()
 mw.inspect = inspect.inspect
+inspect_value = inspect.inspect
+-- The C message handler prints an error value that is not a string with this,
+-- not as "(error object is a table value)".
+debug.getregistry()["moonwire.describe_error"] = function(value) return describe(value) end
 mw.hexdump = inspect.hexdump
 
 -- One log line from any values: a format string with % directives and its
@@ -1014,7 +1035,7 @@ local function run_guarded(body, after_run)
     after_run()
     if not ok then
       if err == EXIT then error(EXIT, 0) end
-      host.uncaught(describe(err))
+      host.uncaught(describe(err, false))
     end
   end)
 end

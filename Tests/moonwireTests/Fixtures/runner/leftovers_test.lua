@@ -19,6 +19,11 @@ describe("leftovers", function()
     mw.sleep(5)
   end)
 
+  it("a timer that throws a table", function()
+    mw.after(0.01, function() error({ code = 42 }) end)
+    mw.sleep(5)
+  end)
+
   it("a failing assertion in a timer", function()
     mw.after(0.01, function() assert.are.equal("a", "b") end)
     mw.sleep(5)
