@@ -27,6 +27,9 @@ if [ "${1:-}" = "--test" ]; then
     [ -x /usr/bin/microsocks ] || need+=(microsocks)
     # Headless Chromium opens the HTML reports (moonwire report) in their tests.
     [ -x /usr/bin/chromium ] || need+=(chromium)
+    # Debian's busted: the reference runner `moonwire test` is compared with
+    # (TestCommandTests, scripts/busted_compat.sh).
+    command -v busted >/dev/null 2>&1 || need+=(lua-busted)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

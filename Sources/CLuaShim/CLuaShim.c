@@ -56,7 +56,13 @@ int mw_message_handler(lua_State *L) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
             msg = lua_tostring(L, -1);
         } else {
-            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+            /* A table, nil or boolean is printed by the prelude's function
+             * (mw.inspect) when there is one. */
+            if (lua_getfield(L, LUA_REGISTRYINDEX, "moonwire.describe_error") == LUA_TFUNCTION) {
+                lua_pushvalue(L, 1);
+                if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
+            }
+            if (msg == NULL) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
         }
     }
     luaL_traceback(L, L, msg, 1);

@@ -23,8 +23,11 @@ public struct TestCaseResult: Sendable, Equatable {
     public var traceback: String
     /// Where the test is declared: `file:line`.
     public var location: String
+    /// The test's own name, without its describe blocks'.
+    public var title: String
 
-    public init(name: String, status: Status, duration: Double, message: String, traceback: String, location: String) {
+    public init(name: String, status: Status, duration: Double, message: String, traceback: String, location: String, title: String? = nil) {
+        self.title = title ?? name
         self.name = name
         self.status = status
         self.duration = duration
@@ -63,6 +66,15 @@ public final class TestFileRunner: @unchecked Sendable {
         public var failFast = false
         /// Reports the tests (as skipped) without running any.
         public var list = false
+        /// Runs only the tests with one of these `#tags` in their full name (none: all).
+        public var tags: [String] = []
+        /// Leaves out the tests with one of these `#tags` in their full name.
+        public var excludeTags: [String] = []
+        /// A Lua file run in each file's state before the file (busted's `--helper`).
+        public var helper = ""
+        /// Put before `package.path` and `package.cpath` (busted's `--lpath`, `--cpath`).
+        public var lpath = ""
+        public var cpath = ""
 
         public init(filter: String = "", timeout: Double = 10, seed: UInt32? = nil, shuffle: Bool = false, failFast: Bool = false, list: Bool = false) {
             self.filter = filter
@@ -115,6 +127,8 @@ public final class TestFileRunner: @unchecked Sendable {
                 arguments: [
                     file, options.filter, String(options.timeout), options.seed.map { String($0) } ?? "",
                     options.shuffle ? "1" : "0", options.failFast ? "1" : "0", options.list ? "1" : "0",
+                    options.tags.joined(separator: ","), options.excludeTags.joined(separator: ","),
+                    options.helper, options.lpath, options.cpath,
                 ]
             ).flatMapError { error in
                 self.runtime.eventLoop.makeFailedFuture(error)
@@ -154,7 +168,8 @@ public final class TestFileRunner: @unchecked Sendable {
                 let status = TestCaseResult.Status(rawValue: try args.string(2)) ?? .failed
                 runner.results.append(TestCaseResult(
                     name: try args.string(1), status: status, duration: try args.number(3),
-                    message: try args.string(4), traceback: try args.string(5), location: try args.string(6)
+                    message: try args.string(4), traceback: try args.string(5), location: try args.string(6),
+                    title: try args.string(7)
                 ))
                 return 0
             }

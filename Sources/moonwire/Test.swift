@@ -9,7 +9,8 @@ struct Test: ParsableCommand {
         abstract: "Run Lua test files written with busted's vocabulary.",
         discussion: """
             Test files are named *_test.lua, *_spec.lua or test_*.lua; with no path, \
-            moonwire looks in tests/, else spec/. Each file runs in a Lua state of its own. \
+            moonwire looks in tests/, else spec/ (or what a .busted file here says). Each file \
+            runs in a Lua state of its own. \
             The last line is "N passed, N failed" (", N errors" and ", N skipped" when any): \
             a failed assertion is a failure, any other error or a timeout an error. The exit \
             code is 0 only if nothing failed or erred.
@@ -24,8 +25,29 @@ struct Test: ParsableCommand {
     @Option(help: "Also write the results as JUnit XML to this file.")
     var junit: String?
 
-    @Flag(help: "Print TAP version 13 on stdout instead of the usual lines.")
+    @Flag(help: "Print TAP version 13 on stdout instead of the usual lines (same as -o tap).")
     var tap = false
+
+    @Option(name: [.customShort("o"), .long], help: "What to print on stdout: text (the usual lines), tap, json (busted's JSON), junit.")
+    var output: String?
+
+    @Option(name: [.customShort("t"), .long], help: "Run only the tests with one of these #tags in their full name (comma-separated; repeatable).")
+    var tags: [String] = []
+
+    @Option(name: .customLong("exclude-tags"), help: "Leave out the tests with one of these #tags in their full name (comma-separated; repeatable).")
+    var excludeTags: [String] = []
+
+    @Option(name: [.customShort("p"), .long], help: "Find test files in folders by this Lua pattern on their name (busted's --pattern; repeatable).")
+    var pattern: [String] = []
+
+    @Option(help: "A Lua file run in each test file's Lua state before the file.")
+    var helper: String?
+
+    @Option(name: [.customShort("m"), .long], help: "Lua module paths put before package.path (';'-separated, like busted's --lpath).")
+    var lpath: String?
+
+    @Option(help: "C module paths put before package.cpath.")
+    var cpath: String?
 
     @Option(help: "Seconds each test may take, hooks included.")
     var timeout: Double = 10
@@ -57,24 +79,72 @@ struct Test: ParsableCommand {
         guard repeatCount >= 1 else { throw ValidationError("--repeat must be 1 or more") }
     }
 
+    /// What goes to stdout.
+    enum Output: String {
+        case text, tap, json, junit
+    }
+
+    /// The option from the command line, else from .busted's default task.
+    private func configured(_ cli: [String], _ key: String, _ config: BustedConfig) -> [String] {
+        let values = cli.isEmpty ? config.values[key] ?? [] : cli
+        return values.flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
+    }
+
+    static func loadConfig() throws -> BustedConfig {
+        guard FileManager.default.fileExists(atPath: ".busted") else { return BustedConfig() }
+        do {
+            return try BustedConfig.load(path: ".busted")
+        } catch {
+            let reason = error.description.split(separator: "\n").first.map(String.init) ?? ""
+            throw ValidationError("bad .busted file: \(reason.replacingOccurrences(of: " stack traceback:", with: ""))")
+        }
+    }
+
     func run() throws {
-        var files = try TestDiscovery.files(in: paths)
+        let config = try Self.loadConfig()
+        let outputName = output ?? config.values["output"]?.first ?? (tap ? "tap" : "text")
+        let format: Output
+        switch outputName.lowercased() {
+        case "text", "utfterminal", "plainterminal": format = .text
+        case "tap": format = .tap
+        case "json": format = .json
+        case "junit": format = .junit
+        default:
+            let from = output == nil && !tap && config.values["output"] != nil ? "output '\(outputName)' in .busted" : "--output '\(outputName)'"
+            throw ValidationError("unknown \(from); use text, tap, json or junit")
+        }
+        let tags = configured(tags, "tags", config), excludeTags = configured(excludeTags, "exclude-tags", config)
+        if let both = tags.first(where: excludeTags.contains) {
+            throw ValidationError("--tags and --exclude-tags both name '\(both)'")
+        }
+        let roots = paths.isEmpty ? config.values["ROOT"] ?? [] : paths
+        var files = try TestDiscovery.files(in: roots, patterns: pattern.isEmpty ? config.values["pattern"] ?? [] : pattern)
         // --shuffle without --seed picks one, and says which, so the order can be had again.
         let seed = seed ?? (shuffle ? UInt32.random(in: 1...999_999) : nil)
         if shuffle, let seed { files = Self.shuffled(files, seed: seed) }
         let runs = files.flatMap { file in (1...repeatCount).map { (file: file, run: repeatCount > 1 ? $0 : nil) } }
-        let options = TestFileRunner.Options(
+        var options = TestFileRunner.Options(
             filter: filter, timeout: timeout, seed: seed, shuffle: shuffle, failFast: failFast, list: list
         )
-        let reports = runAll(runs, options: options)
+        options.tags = tags
+        options.excludeTags = excludeTags
+        options.helper = helper ?? config.values["helper"]?.first ?? ""
+        options.lpath = lpath ?? config.values["lpath"]?.joined(separator: ";") ?? ""
+        options.cpath = cpath ?? config.values["cpath"]?.joined(separator: ";") ?? ""
+        if !options.helper.isEmpty, !FileManager.default.fileExists(atPath: options.helper) {
+            throw ValidationError("cannot read --helper '\(options.helper)': No such file")
+        }
+        let reports = runAll(runs, options: options, printLines: format == .text)
         if list {
             if reports.contains(where: { $0.results.contains { $0.status == .error } }) { throw ExitCode(1) }
             return
         }
         let summary = TestSummary(reports: reports)
-        if tap {
-            print(TestOutput.tap(reports, summary: summary, seed: shuffle ? seed : nil), terminator: "")
-        } else {
+        switch format {
+        case .tap: print(TestOutput.tap(reports, summary: summary, seed: shuffle ? seed : nil), terminator: "")
+        case .json: print(TestOutput.json(reports))
+        case .junit: print(TestOutput.junit(reports), terminator: "")
+        case .text:
             if shuffle, let seed { print("shuffled with --seed \(seed)") }
             print(summary.line)
         }
@@ -104,7 +174,7 @@ struct Test: ParsableCommand {
     }
 
     /// Runs the files on `jobs` event loops; prints each file's lines as it ends.
-    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options) -> [TestFileReport] {
+    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options, printLines: Bool) -> [TestFileReport] {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(runs.count, 1)))
         defer { try? group.syncShutdownGracefully() }
         let state = RunState(count: runs.count)
@@ -118,7 +188,7 @@ struct Test: ParsableCommand {
                     state.finish(index, report, stopping: failFast && failed) {
                         if list {
                             print(TestOutput.list(report), terminator: "")
-                        } else if !tap {
+                        } else if printLines {
                             print(TestOutput.lines(report), terminator: "")
                         }
                         fflush(stdout)

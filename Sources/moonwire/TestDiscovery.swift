@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import MoonwireLua
 
 /// Finds test files: the paths given (files as they are, folders searched
 /// recursively), else tests/, else spec/.
@@ -8,7 +9,9 @@ enum TestDiscovery {
         name.hasSuffix("_test.lua") || name.hasSuffix("_spec.lua") || (name.hasPrefix("test_") && name.hasSuffix(".lua"))
     }
 
-    static func files(in paths: [String]) throws -> [String] {
+    /// `patterns`: Lua patterns on a file's name (busted's `--pattern`) that
+    /// pick `.lua` files in folders instead of the usual names.
+    static func files(in paths: [String], patterns: [String] = []) throws -> [String] {
         let fm = FileManager.default
         var roots = paths
         if roots.isEmpty {
@@ -27,8 +30,13 @@ enum TestDiscovery {
                 files.append(root)
                 continue
             }
-            let found = (fm.enumerator(atPath: root)?.allObjects as? [String] ?? [])
-                .filter { isTestFile(($0 as NSString).lastPathComponent) }
+            let found = try (fm.enumerator(atPath: root)?.allObjects as? [String] ?? [])
+                .filter { path in
+                    let name = (path as NSString).lastPathComponent
+                    if patterns.isEmpty { return isTestFile(name) }
+                    guard name.hasSuffix(".lua") else { return false }
+                    do { return try BustedConfig.matches(name, patterns: patterns) } catch { throw ValidationError("\(error)") }
+                }
                 .sorted()
                 .map { (root as NSString).appendingPathComponent($0) }
             files.append(contentsOf: found)

@@ -62,7 +62,7 @@ struct SourceLocation: Equatable {
     }
 }
 
-/// The three ways results are written: lines for people, TAP 13, JUnit XML.
+/// The ways results are written: lines for people, TAP 13, JUnit XML, busted's JSON.
 enum TestOutput {
     static func lines(_ report: TestFileReport) -> String {
         if report.results.isEmpty { return "" }
@@ -154,6 +154,40 @@ enum TestOutput {
             out += "  </testsuite>\n"
         }
         return out + "</testsuites>\n"
+    }
+
+    /// busted's JSON output (`-o json`): the tests by outcome, each with its
+    /// full name, message, where it points (`trace`) and the test itself
+    /// (`element`), and the whole run's duration in seconds. A skipped test
+    /// (pending, or an `it` without a body) is under `pendings`.
+    static func json(_ reports: [TestFileReport]) -> String {
+        var buckets: [String: [String]] = ["successes": [], "failures": [], "errors": [], "pendings": []]
+        for report in reports {
+            for r in report.results {
+                let declared = SourceLocation(r.location)
+                let at = r.status == .passed ? declared : SourceLocation.ofMessage(r.message) ?? declared
+                func trace(_ at: SourceLocation) -> String {
+                    "{\"short_src\":\(LogLine.jsonString(at.file)),\"currentline\":\(at.line ?? 0),"
+                        + "\"traceback\":\(LogLine.jsonString(r.traceback)),\"message\":\(LogLine.jsonString(r.title))}"
+                }
+                let element = "{\"name\":\(LogLine.jsonString(r.title)),\"descriptor\":\"\(r.status == .skipped ? "pending" : "it")\","
+                    + "\"duration\":\(r.duration),\"attributes\":[],\"trace\":\(trace(declared))}"
+                var entry = "{\"name\":\(LogLine.jsonString(r.name)),"
+                if r.status != .passed { entry += "\"message\":\(LogLine.jsonString(r.message)),"}
+                if r.status == .error { entry += "\"isError\":true," }
+                entry += "\"trace\":\(trace(at)),\"element\":\(element)}"
+                let key = switch r.status {
+                case .passed: "successes"
+                case .failed: "failures"
+                case .error: "errors"
+                case .skipped: "pendings"
+                }
+                buckets[key, default: []].append(entry)
+            }
+        }
+        let duration = reports.reduce(0.0) { $0 + $1.duration }
+        let lists = ["successes", "failures", "errors", "pendings"].map { "\"\($0)\":[\(buckets[$0, default: []].joined(separator: ","))]" }
+        return "{" + lists.joined(separator: ",") + ",\"duration\":\(duration)}"
     }
 
     private static func counts(_ s: TestSummary) -> String {

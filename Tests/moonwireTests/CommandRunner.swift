@@ -24,15 +24,19 @@ struct CommandRunner {
         return me.deletingLastPathComponent().appendingPathComponent("moonwire")
     }()
 
-    /// `environment` is added to (or overrides) the test's own.
-    static func process(_ arguments: [String], input: Pipe? = nil, environment: [String: String] = [:]) -> (Process, Pipe, Pipe) {
+    /// `environment` is added to (or overrides) the test's own; `tool` runs
+    /// another program (found on PATH) instead of moonwire, `directory` in
+    /// another folder than the package's root.
+    static func process(
+        _ arguments: [String], input: Pipe? = nil, environment: [String: String] = [:], tool: String? = nil, directory: URL? = nil
+    ) -> (Process, Pipe, Pipe) {
         let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        process.executableURL = tool == nil ? executable : URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = tool.map { [$0] + arguments } ?? arguments
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
-        process.currentDirectoryURL = packageRoot
+        process.currentDirectoryURL = directory ?? packageRoot
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -51,10 +55,10 @@ struct CommandRunner {
     /// seconds is killed and the test fails: no test can hang CI.
     static func run(
         _ arguments: [String], input: String? = nil, closeInput: Bool = true, deadline: Double = 120,
-        environment: [String: String] = [:], whileRunning: ((FileHandle) -> Data)? = nil
+        environment: [String: String] = [:], tool: String? = nil, directory: URL? = nil, whileRunning: ((FileHandle) -> Data)? = nil
     ) throws -> Result {
         let stdin = input.map { _ in Pipe() }
-        let (process, out, err) = process(arguments, input: stdin, environment: environment)
+        let (process, out, err) = process(arguments, input: stdin, environment: environment, tool: tool, directory: directory)
         try process.run()
         let watch = ProcessDeadline(process, seconds: deadline)
         defer { watch.check("moonwire \(arguments.joined(separator: " "))") }

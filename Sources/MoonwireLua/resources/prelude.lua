@@ -17,11 +17,28 @@ local EXIT = host.exit_sentinel
 
 local mw = {}
 
-local function describe(err)
+-- mw.inspect, once loaded (below).
+local inspect_value
+
+-- The text of an error value. One that is not a string (error({ code = 42 }),
+-- error()) is printed, a table through mw.inspect, after the line of the
+-- user's code that raised it: on the running stack (`where` nil), in the dead
+-- coroutine `where`, or nowhere (`where` false).
+local function describe(err, where)
   if type(err) == "string" then return err end
   local meta = getmetatable(err)
   if meta and meta.__tostring then return tostring(err) end
-  return "(error object is a " .. type(err) .. " value)"
+  local text = err == nil and "Nil error" or (type(err) == "table" and inspect_value) and inspect_value(err) or tostring(err)
+  if where == false then return text end
+  for level = where and 0 or 2, 60 do
+    local info
+    if where then info = debug.getinfo(where, level, "Sl") else info = debug.getinfo(level, "Sl") end
+    if not info then break end
+    if info.what ~= "C" and info.source:sub(1, 10) ~= "@moonwire/" and info.currentline > 0 then
+      return info.short_src .. ":" .. info.currentline .. ": " .. text
+    end
+  end
+  return text
 end
 
 -- Coroutines a test runner gave up on (timed out): never resumed again.
@@ -43,7 +60,7 @@ local function resume(co, ...)
   if not ok then
     -- mw.exit unwinds every coroutine on its way out; pass it on.
     if err == EXIT then error(EXIT, 0) end
-    host.uncaught(debug.traceback(co, describe(err)))
+    host.uncaught(debug.traceback(co, describe(err, co)))
   end
 end
 
@@ -68,7 +85,7 @@ local function running_coroutine(fname)
   local co, main = coroutine.running()
   if main then
     error(fname .. ": only inside a coroutine (the main chunk, mw.spawn or a test body);"
-      .. " a callback cannot wait, start a coroutine with mw.spawn", user_level(3))
+      .. " a callback cannot wait, start a coroutine with mw.spawn", user_level(2))
   end
   return co
 end
@@ -391,10 +408,16 @@ end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until
 -- `timeout` seconds passed (then returns nil, "timeout").
-local function wait(st, fname, kind, timeout, match)
+-- Checks a timeout argument; the error names the user's line (level 2 is
+-- skipped only when it is moonwire's: receive tail-calls wait).
+local function check_timeout(fname, timeout)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
-    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), user_level(3))
+    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(fname, type(timeout)), user_level(2))
   end
+end
+
+local function wait(st, fname, kind, timeout, match)
+  check_timeout(fname, timeout)
   local waiter = { co = running_coroutine(fname), kind = kind, match = match }
   append(st, "waiters", waiter)
   if timeout then
@@ -519,6 +542,7 @@ end
 
 function methods.receive(self, timeout)
   local st = state_of(self, "c:receive")
+  check_timeout("c:receive", timeout)
   local first = inbox_pop(self, st)
   if first then return first[1], first[2] end
   if st.final then return nil, "closed" end
@@ -562,6 +586,7 @@ end
 
 function methods.wait_open(self, timeout)
   local st = state_of(self, "c:wait_open")
+  check_timeout("c:wait_open", timeout)
   local state = self:state()
   if state == "open" or state == "ready" then return true end
   if st.final then return nil, st.last_error or "closed" end
@@ -867,6 +892,10 @@ end
 
 local inspect = host.inspect_module()
 mw.inspect = inspect.inspect
+inspect_value = inspect.inspect
+-- The C message handler prints an error value that is not a string with this,
+-- not as "(error object is a table value)".
+debug.getregistry()["moonwire.describe_error"] = function(value) return describe(value) end
 mw.hexdump = inspect.hexdump
 
 -- One log line from any values: a format string with % directives and its
@@ -1006,7 +1035,7 @@ local function run_guarded(body, after_run)
     after_run()
     if not ok then
       if err == EXIT then error(EXIT, 0) end
-      host.uncaught(describe(err))
+      host.uncaught(describe(err, false))
     end
   end)
 end

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+
+/// `moonwire test` against Debian's busted, the reference runner: the probe
+/// suite in Fixtures/busted_probe (a spec file per part of busted's
+/// vocabulary, a .busted file with ROOT, pattern, lpath, helper,
+/// exclude-tags and output) must give the same per-file counts under both.
+@Suite struct BustedCompatTests {
+    static let probe = CommandRunner.packageRoot.appendingPathComponent("Tests/moonwireTests/Fixtures/busted_probe")
+
+    /// scripts/busted_compat.sh over the probe's spec/ folder, with `options` for both runners.
+    static func compare(_ options: String...) throws -> CommandRunner.Result {
+        try CommandRunner.run(
+            ["scripts/busted_compat.sh", "Tests/moonwireTests/Fixtures/busted_probe/spec"] + options,
+            environment: ["MOONWIRE": CommandRunner.executable.path], tool: "bash"
+        )
+    }
+
+    /// The moonwire column of a file's row: "p/f/e/pending".
+    static func moonwireCounts(_ table: String, _ file: String) -> String? {
+        let row = table.split(separator: "\n").first { $0.hasPrefix("| spec/\(file) ") }
+        return row.map { $0.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) } }.map { $0[2] }
+    }
+
+    @Test func probeSuiteCountsAgreeWithBusted() throws {
+        let r = try Self.compare()
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        // What each probe gives (the same as busted, or the script would exit 1).
+        let expected = [
+            "doubles_spec.lua": "3/2/0/0", "errors_spec.lua": "1/3/6/0", "finally_spec.lua": "2/1/1/0",
+            "insulate_spec.lua": "4/0/0/0", "pending_spec.lua": "0/0/1/3", "setup_spec.lua": "8/0/0/0",
+            "tags_spec.lua": "4/0/0/0",
+        ]
+        for (file, counts) in expected {
+            #expect(Self.moonwireCounts(r.stdout, file) == counts, "\(file) in\n\(r.stdout)")
+        }
+    }
+
+    @Test func tagsSelectLikeBusted() throws {
+        for options in [["--tags=slow"], ["--tags=fast", "--tags=slow"], ["--exclude-tags=slow,broken"]] {
+            let r = try Self.compare(options[0], options.count > 1 ? options[1] : "--filter=.")
+            #expect(r.status == 0, "\(options): \(r.stdout)\(r.stderr)")
+        }
+        let slow = try Self.compare("--tags=slow")
+        #expect(Self.moonwireCounts(slow.stdout, "tags_spec.lua") == "2/0/0/0")
+    }
+
+    /// With no arguments in the probe folder, .busted gives the paths, the
+    /// helper, the lpath and `output = "json"`: busted's JSON shape.
+    @Test func bustedFileAndJSONOutput() throws {
+        let r = try CommandRunner.run(["test"], deadline: 60, directory: Self.probe)
+        #expect(r.status == 1)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        func tests(_ key: String) -> [[String: Any]] { json[key] as? [[String: Any]] ?? [] }
+        #expect(tests("successes").count == 22)
+        #expect(tests("failures").count == 6)
+        #expect(tests("errors").count == 8)
+        #expect(tests("pendings").count == 3)
+        #expect(json["duration"] is Double)
+        let tableError = try #require(tests("errors").first { ($0["name"] as? String) == "errors a table error value is an error" })
+        #expect(tableError["message"] as? String == "spec/errors_spec.lua:8: { code = 42 }")
+        #expect(tableError["isError"] as? Bool == true)
+        let trace = try #require(tableError["trace"] as? [String: Any])
+        #expect(trace["short_src"] as? String == "spec/errors_spec.lua")
+        #expect(trace["currentline"] as? Int == 8)
+        let element = try #require(tableError["element"] as? [String: Any])
+        #expect(element["name"] as? String == "a table error value is an error")
+        let unknown = tests("errors").first { ($0["name"] as? String) == "errors an unknown assertion is an error" }
+        #expect((unknown?["message"] as? String)?.hasPrefix("spec/errors_spec.lua:7: luassert: unknown modifier/assertion") == true)
+        let pending = tests("pendings").first { ($0["name"] as? String) == "pending ends the test" }
+        #expect(pending?["message"] as? String == "spec/pending_spec.lua:4: not yet")
+    }
+
+    /// What busted has no counterpart for: misuse in a waiting call names the
+    /// call's line, a timer that throws ends its test, and luassert's state is
+    /// reverted after each test (busted 2.1.1 leaves a stub in place).
+    @Test func waitsTimersAndRevertedStubs() throws {
+        let file = "Tests/moonwireTests/Fixtures/runner/leftovers_test.lua"
+        let r = try CommandRunner.run("test", file)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.last == "2 passed, 1 failed, 4 errors", "\(r.stdout)")
+        #expect(lines.contains("        \(file):9: bad argument to 'c:receive' (timeout: seconds expected, got string)"))
+        #expect(lines.contains("        \(file):14: bad argument to 'c:wait_open' (timeout: seconds expected, got string)"))
+        #expect(lines.contains("        \(file):18: timer exploded"))
+        #expect(lines.contains("        \(file):23: { code = 42 }"))
+        #expect(lines.contains { $0.hasPrefix("  FAIL  leftovers a failing assertion in a timer (") })
+        #expect(lines.contains { $0.hasPrefix("  PASS  luassert's state has it back in the next test (") })
+    }
+
+    @Test func badOptionsAreUsageErrors() throws {
+        let output = try CommandRunner.run("test", "-o", "xml", "Tests/moonwireTests/Fixtures/suite")
+        #expect(output.status == 2)
+        #expect(output.stderr.contains("unknown --output 'xml'"))
+        let both = try CommandRunner.run("test", "--tags", "a", "--exclude-tags", "a", "Tests/moonwireTests/Fixtures/suite")
+        #expect(both.stderr.contains("--tags and --exclude-tags both name 'a'"))
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-busted-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (config, message) in [
+            ("return 5", "bad .busted file: .busted returns a number, not a table of tasks"),
+            ("error('no')", "bad .busted file: .busted:1: no"),
+            ("return { default = { output = 'gtest' } }", "unknown output 'gtest' in .busted"),
+        ] {
+            try config.write(to: dir.appendingPathComponent(".busted"), atomically: true, encoding: .utf8)
+            let r = try CommandRunner.run(["test"], directory: dir)
+            #expect(r.status == 2)
+            #expect(r.stderr.contains(message), "\(r.stderr)")
+        }
+    }
+}

@@ -1,0 +1,2 @@
+-- --helper (from .busted): runs before the spec files.
+PROBE_HELPER = "loaded"

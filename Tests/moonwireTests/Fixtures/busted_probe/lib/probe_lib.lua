@@ -1,0 +1,2 @@
+-- Found through --lpath (lib/?.lua, from .busted).
+return { answer = 42 }

@@ -1,0 +1,21 @@
+-- What busted counts as a failure (an assertion) and as an error (the rest,
+-- luassert's own errors included).
+describe("errors", function()
+  it("an assertion fails", function() assert.are.equal(1, 2) end)
+  it("plain assert fails", function() assert(false, "nope") end)
+  it("a negated assertion fails", function() assert.is_not_nil(nil) end)
+  it("an unknown assertion is an error", function() assert.is_a_banana(1) end)
+  it("a table error value is an error", function() error({ code = 42 }) end)
+  it("a number error value is an error", function() error(7) end)
+  it("a nil error value is an error", function() error() end)
+  it("a Lua error is an error", function() local t = nil; return t.x end)
+  it("a caught failure passes", function()
+    assert.has_error(function() assert.is_true(false) end)
+  end)
+  it("a formatter that crashes is an error", function()
+    local function crash() error("formatter crashed") end
+    assert:add_formatter(crash)
+    finally(function() assert:remove_formatter(crash) end)
+    assert.are.equal(1, 2)
+  end)
+end)

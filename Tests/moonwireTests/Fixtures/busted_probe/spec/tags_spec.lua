@@ -1,0 +1,10 @@
+-- #tags in names: --tags picks, --exclude-tags (.busted: "broken") leaves out.
+describe("tags", function()
+  it("untagged", function() end)
+  it("is #fast", function() end)
+  it("is #slow", function() end)
+  it("is #broken", function() error("excluded by .busted") end)
+  describe("a #slow block", function()
+    it("inherits the tag", function() end)
+  end)
+end)
