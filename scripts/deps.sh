@@ -2,7 +2,7 @@
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
 # Lua 5.4 (headers and library), lua-luassert, pkg-config, libedit (the line
 # editor of `connect` and `listen`); with --test, also the peers the tests talk to, xmllint,
-# jq and chromium.
+# jq, chromium and busted.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
 
