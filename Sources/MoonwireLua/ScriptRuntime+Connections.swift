@@ -162,6 +162,7 @@ extension ScriptRuntime {
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
         let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
+        c.jsonCodec = parsed.jsonCodec
         framer.connection = c
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
@@ -189,9 +190,10 @@ extension ScriptRuntime {
     /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
     private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
         let c = try connection(args)
-        let sent = try args.withMessage(at: 2, kindAt: 3) { bytes, kind in
+        let send = { (bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) in
             now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
         }
+        let sent = try c.jsonCodec ? args.withJSONMessage(at: 2, kindAt: 3, send) : args.withMessage(at: 2, kindAt: 3, send)
         let refusal: String
         switch sent {
         case .sent, .queued:
@@ -302,6 +304,8 @@ struct ConnectOptions {
     /// `record = FILE`, `record_secrets = true` (docs/recording.md).
     var record: String?
     var recordSecrets = false
+    /// `codec = "json"` (the prelude passes only that string on): the native codec.
+    var jsonCodec = false
 
     /// How long the connection's close handshake may take, for the script's end.
     var closeTimeout: TimeAmount {
@@ -368,6 +372,7 @@ struct ConnectOptions {
         }
         record = try t.string("record")
         recordSecrets = try t.boolean("record_secrets") ?? false
+        jsonCodec = try t.string("codec") == "json"
         try t.finish()
     }
 

@@ -1,4 +1,5 @@
 import CLua
+import CMoonJSON
 import CLuaShim
 import MoonwireCore
 import NIOCore
@@ -23,7 +24,7 @@ extension ScriptRuntime {
         ("broadcast", { L, ctx in
             LuaBinding.enter(L, ctx, "s:broadcast", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
                 let s = try rt.server(args)
-                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3, json: s.jsonCodec)
                 do {
                     args.lua.push(try s.server.broadcast(buffer, kind: kind))
                 } catch {
@@ -67,7 +68,7 @@ extension ScriptRuntime {
         ("send", { L, ctx in
             LuaBinding.enter(L, ctx, "peer:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
                 let p = try rt.peer(args)
-                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3, json: p.jsonCodec)
                 let refusal: String
                 switch try? p.peer.send(buffer, kind: kind) {
                 case .sent?, .queued?, .dropped?:
@@ -205,6 +206,7 @@ extension ScriptRuntime {
             }
             options.slowPeer = rule
         }
+        let jsonCodec = try t.string("codec") == "json"
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }
@@ -223,6 +225,7 @@ extension ScriptRuntime {
             return 2
         }
         let s = LuaServer(runtime: self, server: server)
+        s.jsonCodec = jsonCodec
         server.delegate = s
         args.lua.push(object: s, class: LuaServer.className)
         args.lua.pushValue(-1)
@@ -276,8 +279,10 @@ extension ScriptRuntime {
 
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
-    func message(at index: Int32, kindAt kindIndex: Int32) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
-        try withMessage(at: index, kindAt: kindIndex) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
+    /// With `json`, the value at `index` written as JSON (``withJSONMessage(at:kindAt:_:)``).
+    func message(at index: Int32, kindAt kindIndex: Int32, json: Bool = false) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
+        let copy = { (bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) in (ByteBuffer(bytes: bytes), kind) }
+        return try json ? withJSONMessage(at: index, kindAt: kindIndex, copy) : withMessage(at: index, kindAt: kindIndex, copy)
     }
 
     /// Are `bytes` exactly `word`? (Raw bytes against raw bytes: comparing with a String's
@@ -295,25 +300,71 @@ extension LuaArguments {
         _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
-        let requested: WebSocketMessageKind? = isNoneOrNil(kindIndex) ? nil : try withBytes(kindIndex) { name throws(LuaArgumentError) in
+        let requested = try requestedKind(at: kindIndex)
+        return try withBytes(index) { bytes throws(LuaArgumentError) -> R in
+            body(bytes, try messageKind(of: bytes, requested: requested, index: index))
+        }
+    }
+
+    /// The kind of a message to send: `requested`, else text when valid UTF-8.
+    private func messageKind(of bytes: UnsafeRawBufferPointer, requested: WebSocketMessageKind?, index: Int32) throws(LuaArgumentError) -> WebSocketMessageKind {
+        func isText() -> Bool {
+            var validator = UTF8Validator()
+            return validator.feed(bytes) && validator.isComplete
+        }
+        switch requested {
+        case nil: return isText() ? .text : .binary
+        case .text?:
+            guard isText() else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
+            return .text
+        case .binary?: return .binary
+        }
+    }
+
+    /// The kind argument at `kindIndex`, nil when absent.
+    private func requestedKind(at kindIndex: Int32) throws(LuaArgumentError) -> WebSocketMessageKind? {
+        if isNoneOrNil(kindIndex) { return nil }
+        return try withBytes(kindIndex) { name throws(LuaArgumentError) in
             if Self.isWord(name, "binary") { return .binary }
             if Self.isWord(name, "text") { return .text }
             throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(String(decoding: name, as: UTF8.self))\"")
         }
-        return try withBytes(index) { bytes throws(LuaArgumentError) -> R in
-            func isText() -> Bool {
-                var validator = UTF8Validator()
-                return validator.feed(bytes) && validator.isComplete
-            }
-            let kind: WebSocketMessageKind
-            switch requested {
-            case nil: kind = isText() ? .text : .binary
-            case .text?:
-                guard isText() else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
-                kind = .text
-            case .binary?: kind = .binary
-            }
-            return body(bytes, kind)
-        }
     }
+
+    /// Like ``withMessage(at:kindAt:_:)`` for a connection or server with `codec = "json"`:
+    /// the value at `index` written as JSON by the native encoder straight into a buffer
+    /// (no Lua string), whose bytes `body` gets. An unencodable value raises
+    /// `<function>: value.x: a function cannot be written as JSON`.
+    func withJSONMessage<R>(
+        at index: Int32,
+        kindAt kindIndex: Int32,
+        _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
+    ) throws(LuaArgumentError) -> R {
+        let requested = try requestedKind(at: kindIndex)
+        var outcome: Result<R, LuaArgumentError>?
+        let status = withoutActuallyEscaping({ (bytes: UnsafeRawBufferPointer) in
+            outcome = Result { () throws(LuaArgumentError) -> R in
+                body(bytes, try messageKind(of: bytes, requested: requested, index: index))
+            }
+        }) { (handler: @escaping (UnsafeRawBufferPointer) -> Void) -> Int32 in
+            let sink = JSONSink(handler)
+            var sinkResult: Int32 = 0
+            return mw_json_encode_to(lua.L, index, { context, bytes, count in
+                Unmanaged<JSONSink>.fromOpaque(context!).takeUnretainedValue().body(UnsafeRawBufferPointer(start: bytes, count: count))
+                return 0
+            }, Unmanaged.passUnretained(sink).toOpaque(), &sinkResult)
+        }
+        guard status == LUA_OK, let outcome else {
+            var message = lua.popString()
+            if message.hasPrefix("mw.json.encode: ") { message.removeFirst("mw.json.encode: ".count) }
+            throw LuaArgumentError("\(function): \(message)")
+        }
+        return try outcome.get()
+    }
+}
+
+/// What the native encoder hands its text to (valid for the call only).
+private final class JSONSink {
+    let body: (UnsafeRawBufferPointer) -> Void
+    init(_ body: @escaping (UnsafeRawBufferPointer) -> Void) { self.body = body }
 }
