@@ -190,10 +190,9 @@ extension ScriptRuntime {
     /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
     private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
         let c = try connection(args)
-        let send = { (bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) in
+        let sent = try args.withMessage(at: 2, kindAt: 3, json: c.jsonCodec) { bytes, kind in
             now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
         }
-        let sent = try c.jsonCodec ? args.withJSONMessage(at: 2, kindAt: 3, send) : args.withMessage(at: 2, kindAt: 3, send)
         let refusal: String
         switch sent {
         case .sent, .queued:

@@ -279,10 +279,9 @@ extension ScriptRuntime {
 
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
-    /// With `json`, the value at `index` written as JSON (``withJSONMessage(at:kindAt:_:)``).
+    /// With `json`, the value at `index` written as JSON (see ``withMessage(at:kindAt:json:_:)``).
     func message(at index: Int32, kindAt kindIndex: Int32, json: Bool = false) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
-        let copy = { (bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) in (ByteBuffer(bytes: bytes), kind) }
-        return try json ? withJSONMessage(at: index, kindAt: kindIndex, copy) : withMessage(at: index, kindAt: kindIndex, copy)
+        try withMessage(at: index, kindAt: kindIndex, json: json) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
     }
 
     /// Are `bytes` exactly `word`? (Raw bytes against raw bytes: comparing with a String's
@@ -292,18 +291,21 @@ extension LuaArguments {
             && bytes.elementsEqual(UnsafeRawBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
     }
 
-    /// Like ``message(at:kindAt:)``, handing `body` the Lua string's own bytes (valid for
-    /// the call only) instead of a copy.
+    /// Like ``message(at:kindAt:json:)``, handing `body` the Lua string's own bytes (valid
+    /// for the call only) instead of a copy; with `json` (a connection or server with
+    /// `codec = "json"`), the bytes the native encoder wrote for the value at `index`.
     func withMessage<R>(
         at index: Int32,
         kindAt kindIndex: Int32,
+        json: Bool = false,
         _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
         let requested = try requestedKind(at: kindIndex)
-        return try withBytes(index) { bytes throws(LuaArgumentError) -> R in
+        let send = { (bytes: UnsafeRawBufferPointer) throws(LuaArgumentError) -> R in
             body(bytes, try messageKind(of: bytes, requested: requested, index: index))
         }
+        return try json ? withJSONBytes(at: index, send) : withBytes(index, send)
     }
 
     /// The kind of a message to send: `requested`, else text when valid UTF-8.
@@ -331,21 +333,13 @@ extension LuaArguments {
         }
     }
 
-    /// Like ``withMessage(at:kindAt:_:)`` for a connection or server with `codec = "json"`:
-    /// the value at `index` written as JSON by the native encoder straight into a buffer
-    /// (no Lua string), whose bytes `body` gets. An unencodable value raises
-    /// `<function>: value.x: a function cannot be written as JSON`.
-    func withJSONMessage<R>(
-        at index: Int32,
-        kindAt kindIndex: Int32,
-        _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
-    ) throws(LuaArgumentError) -> R {
-        let requested = try requestedKind(at: kindIndex)
+    /// The value at `index` written as JSON by the native encoder straight into a buffer
+    /// (no Lua string), whose bytes `body` gets (valid for the call only). An unencodable
+    /// value raises `<function>: value.x: a function cannot be written as JSON`.
+    private func withJSONBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
         var outcome: Result<R, LuaArgumentError>?
         let status = withoutActuallyEscaping({ (bytes: UnsafeRawBufferPointer) in
-            outcome = Result { () throws(LuaArgumentError) -> R in
-                body(bytes, try messageKind(of: bytes, requested: requested, index: index))
-            }
+            outcome = Result { () throws(LuaArgumentError) -> R in try body(bytes) }
         }) { (handler: @escaping (UnsafeRawBufferPointer) -> Void) -> Int32 in
             let sink = JSONSink(handler)
             var sinkResult: Int32 = 0

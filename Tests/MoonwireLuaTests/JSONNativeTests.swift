@@ -272,28 +272,9 @@ import Testing
         #expect(inputs.count > 100)
         let target = fuzz.appendingPathComponent("MoonwireFuzz/lua_json.lua").path
         let out = try output(Self.helpers + "\n" + """
-            local values, errors, calls = 0, 0, 0
-            local function bare(err) return (tostring(err):gsub("^[^:\\n]*:%d+: ", "")) end
-            -- Both codecs behind one: every call must come out the same from each.
-            local both = { null = new.null, array = new.array, object = new.object }
-            function both.encode(v, opts)
-              calls = calls + 1
-              local ok1, t1 = pcall(new.encode, v, opts)
-              local ok2, t2 = pcall(old.encode, v, opts)
-              if ok1 ~= ok2 or (ok1 and t1 ~= t2) or (not ok1 and bare(t1) ~= bare(t2)) then
-                error("encode differs:\\n" .. tostring(t1) .. "\\n" .. tostring(t2), 0)
-              end
-              if not ok1 then error(t1, 0) end
-              return t1
-            end
-            function both.decode(text)
-              calls = calls + 1
-              local a, ea = new.decode(text)
-              local b, eb = old.decode(text)
-              if ea ~= eb or not same(a, b) then error("decode differs: " .. tostring(ea) .. " | " .. tostring(eb), 0) end
-              return a, ea
-            end
-            local check = assert(loadfile(args[1]))(both)
+            local values, errors = 0, 0
+            -- The target compares every encode and decode of its checks with the reference.
+            local check = assert(loadfile(args[1]))(new, old)
             for i = 2, #args do
               local path = args[i]
               local f = assert(io.open(path, "rb"))
@@ -305,20 +286,26 @@ import Testing
               local texts = { input }
               for line in input:gmatch("[^\\n]+") do texts[#texts + 1] = line end
               for _, text in ipairs(texts) do
-                local a = both.decode(text)
+                local a, ea = new.decode(text)
+                local b, eb = old.decode(text)
+                if ea ~= eb or not same(a, b) then error(path .. ": decode differs: " .. tostring(ea) .. " | " .. tostring(eb), 0) end
                 if a == nil then
                   errors = errors + 1
                 else
                   values = values + 1
                   for _, opts in ipairs({ false, { sort_keys = true }, { pretty = true } }) do
-                    pcall(both.encode, a, opts or nil)
+                    for _, v in ipairs({ a, b }) do
+                      local ok1, t1 = pcall(new.encode, v, opts or nil)
+                      local ok2, t2 = pcall(old.encode, v, opts or nil)
+                      if ok1 ~= ok2 or (ok1 and t1 ~= t2) then error(path .. ": encode differs: " .. t1 .. " | " .. t2, 0) end
+                    end
                   end
                 end
               end
             end
-            out = values .. " values, " .. errors .. " errors, " .. calls .. " calls"
+            out = values .. " values, " .. errors .. " errors"
             """, arguments: [target] + inputs)
         print("lua-json corpus through both codecs: \(out ?? "nothing")")
-        #expect(out?.hasSuffix(" calls") == true)
+        #expect(out?.hasSuffix(" errors") == true)
     }
 }
