@@ -76,7 +76,61 @@ struct TapeHandler {
             }
         }
         t->type = MWJ_FLOAT;
-        t->v.d = strtod(s, nullptr);  // s is NUL-terminated (a copy on the reader's stack)
+        if (!exact_double(s, length, &t->v.d)) t->v.d = strtod(s, nullptr);  // s is NUL-terminated
+        return true;
+    }
+
+    // Clinger's fast path: with at most 15 significant digits the digits are an exact
+    // double m, and for |e| <= 22 so is 10^e; one IEEE multiplication or division of two
+    // exact values is correctly rounded, so m * 10^e (m / 10^-e) is what strtod returns.
+    // False when the number is outside that (strtod decides).
+    static bool exact_double(const char *s, size_t length, double *out) {
+        static const double powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+        const char *p = s, *end = s + length;
+        bool negative = *p == '-';
+        if (negative) p++;
+        uint64_t m = 0;
+        int digits = 0, exp10 = 0;
+        bool fraction = false;
+        for (; p < end; p++) {
+            char c = *p;
+            if (c >= '0' && c <= '9') {
+                if (m == 0 && c == '0') {
+                    if (fraction) exp10--;  // a leading zero after the point
+                    continue;
+                }
+                if (++digits > 15) return false;
+                m = m * 10 + (uint64_t)(c - '0');
+                if (fraction) exp10--;
+            } else if (c == '.') {
+                fraction = true;
+            } else {
+                break;  // 'e' or 'E'
+            }
+        }
+        if (p < end) {
+            p++;
+            bool minus = *p == '-';
+            if (*p == '-' || *p == '+') p++;
+            int e = 0;
+            for (; p < end; p++) {
+                if (e > 10000) return false;
+                e = e * 10 + (*p - '0');
+            }
+            exp10 += minus ? -e : e;
+        }
+        double d = (double)m;
+        if (m == 0) {
+            d = 0.0;
+        } else if (exp10 >= 0 && exp10 <= 22) {
+            d *= powers[exp10];
+        } else if (exp10 < 0 && exp10 >= -22) {
+            d /= powers[-exp10];
+        } else {
+            return false;
+        }
+        *out = negative ? -d : d;
         return true;
     }
 
@@ -152,7 +206,11 @@ extern "C" int mwj_parse(const char *text, size_t n, mwj_tape *tape) {
     if (n > 0xFFFFFFFFu || memchr(text, 0x7F, n) != nullptr) return MWJ_FALLBACK;
     rapidjson::MemoryStream stream(text, n);
     TapeHandler handler{tape};
-    rapidjson::Reader reader;
+    // The reader's own stack (strings and numbers being read) in a buffer here, not a
+    // malloc and free per message; a longer string spills into the pool's heap chunks.
+    char space[2048];
+    rapidjson::MemoryPoolAllocator<> pool(space, sizeof space);
+    rapidjson::GenericReader<rapidjson::UTF8<>, rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>> reader(&pool, 1024);
     constexpr unsigned flags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseStopWhenDoneFlag;
     rapidjson::ParseResult result = reader.Parse<flags>(stream, handler);
     if (handler.nomem) return MWJ_NOMEM;
