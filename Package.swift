@@ -36,6 +36,14 @@ let package = Package(
             name: "CLuaShim",
             dependencies: ["CLua"]
         ),
+        // mw.json: RapidJSON (Debian's rapidjson-dev, header-only) parses into a token
+        // tape in C++; C builds the Lua values and writes the text.
+        .target(
+            name: "CMoonJSON",
+            dependencies: ["CLua"],
+            cSettings: [.unsafeFlags(["-O2"])],
+            cxxSettings: [.unsafeFlags(["-O2", "-fno-exceptions", "-fno-rtti"])]
+        ),
         .target(
             name: "MoonwireCore",
             dependencies: [
@@ -57,7 +65,7 @@ let package = Package(
         ),
         .target(
             name: "MoonwireLua",
-            dependencies: ["CLua", "CLuaShim", "MoonwireCore"],
+            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude.lua"),
                 .embedInCode("resources/test_runner.lua"),

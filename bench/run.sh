@@ -25,6 +25,9 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 command -v taskset >/dev/null || need+=(util-linux)
 command -v ss >/dev/null || need+=(iproute2)
 command -v cc >/dev/null || need+=(gcc)
+# The json section's same-process codec comparison (bench/json/codec.lua).
+dpkg -s lua-cjson >/dev/null 2>&1 || need+=(lua-cjson)
+dpkg -s lua-dkjson >/dev/null 2>&1 || need+=(lua-dkjson)
 if [ ${#need[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -32,10 +35,10 @@ if [ ${#need[@]} -gt 0 ]; then
     $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
 fi
-if ! "$venv/bin/python" -c 'import websockets, picows, uvloop' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import websockets, picows, uvloop, orjson' 2>/dev/null; then
     echo "bench: creating $venv" >&2
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check websockets==17.4 picows==2.3.1 uvloop==0.23.0
+    "$venv/bin/pip" install -q --disable-pip-version-check websockets==17.4 picows==2.3.1 uvloop==0.23.0 orjson==3.10.18
 fi
 
 if [ -z "${MOONWIRE_BIN:-}" ]; then

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what moonwire needs to build and run on Debian 12, if it is missing:
 # Lua 5.4 (headers and library), lua-luassert, pkg-config, libedit (the line
-# editor of `connect` and `listen`); with --test, also the peers the tests talk to, xmllint,
-# jq, chromium and busted.
+# editor of `connect` and `listen`), rapidjson-dev (mw.json's parser); with --test, also the
+# peers the tests talk to, xmllint, jq, chromium and busted.
 # Swift itself must already be on PATH (https://www.swift.org/install/linux/).
 set -euo pipefail
 
@@ -10,6 +10,8 @@ need=()
 pkg-config --exists lua5.4 2>/dev/null || need+=(liblua5.4-dev pkg-config)
 [ -d /usr/share/lua/5.4/luassert ] || need+=(lua-luassert)
 pkg-config --exists libedit 2>/dev/null || need+=(libedit-dev)
+# RapidJSON (header-only): the parser under the native mw.json (Sources/CMoonJSON).
+[ -f /usr/include/rapidjson/reader.h ] || need+=(rapidjson-dev)
 # The test peers: Debian's node-ws, a venv for Python websockets, openssl for test certificates,
 # mosquitto, tinyproxy and microsocks.
 if [ "${1:-}" = "--test" ]; then

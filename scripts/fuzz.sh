@@ -13,7 +13,8 @@
 # (mw.json: values built from the input through encode and decode, and decode of the
 # raw input).
 #
-# Builds Fuzz/MoonwireFuzz optimized (-c release) with -sanitize=fuzzer,address in
+# Builds Fuzz/MoonwireFuzz optimized (-c release) with -sanitize=fuzzer,address (C and
+# C++ too: the native mw.json is checked and coverage-guided like the Swift code) in
 # .build-fuzz (its own scratch path; the first build takes ~15 minutes). Optimized
 # code runs the targets 2.6 to 14 times as fast as a debug build (docs/conformance.md),
 # and AddressSanitizer still checks every access. Seeds: Fuzz/corpus/TARGET (in
@@ -41,7 +42,8 @@ build() {
     if [ -n "${MOONWIRE_FUZZ_BIN:-}" ]; then bin="$MOONWIRE_FUZZ_BIN"; return; fi
     echo "fuzz: building moonwire-fuzz in .build-fuzz" >&2
     MOONWIRE_FUZZ=1 swift build -c release --product moonwire-fuzz --scratch-path .build-fuzz \
-        -Xswiftc -sanitize=fuzzer,address -Xswiftc -enable-testing >&2
+        -Xswiftc -sanitize=fuzzer,address -Xswiftc -enable-testing \
+        -Xcc -fsanitize=fuzzer-no-link,address -Xcxx -fsanitize=fuzzer-no-link,address >&2
     bin="$(MOONWIRE_FUZZ=1 swift build -c release --product moonwire-fuzz --scratch-path .build-fuzz --show-bin-path)/moonwire-fuzz"
 }
 

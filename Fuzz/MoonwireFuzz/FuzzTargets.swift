@@ -9,6 +9,8 @@ import NIOHTTP1
 import LuaCoverage
 @testable import MoonwireCore
 @testable import MoonwireLua
+import CLuaShim
+import CMoonJSON
 
 /// The targets by name; scripts/fuzz.sh lists them with `--list`.
 let targets: [String: (ByteBuffer) -> Void] = [
@@ -158,19 +160,26 @@ enum HTTPFuzz {
     }
 }
 
-/// mw.json (json.lua, which the prelude loads as mw.json) in one Lua state for the whole
-/// run: lua_json.lua builds values from the input and checks the round trip, and decodes
-/// the input itself; a broken promise raises, and the error becomes a crash here.
+/// mw.json (the native codec over json.lua's module, as the prelude builds it) in one Lua
+/// state for the whole run: lua_json.lua builds values from the input and checks the round
+/// trip, and decodes the input itself, each call also made with json.lua's codec (a second
+/// copy sharing null) and required to give the same result; a broken promise raises, and
+/// the error becomes a crash here.
 enum LuaJSONFuzz {
     static let vm = LuaVM()
     static let check: LuaReference = {
         let lua = Self.vm.state
         do {
+            mw_pushcfunction(lua.L, mw_json_install)
             try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
             try lua.call(arguments: 0, results: 1)
-            try lua.load(source: PackageResources.lua_json_lua, chunkName: "@lua_json.lua")
-            lua.pushValue(-2)
             try lua.call(arguments: 1, results: 1)
+            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
+            lua.getField("null", table: -2)
+            try lua.call(arguments: 1, results: 1)
+            try lua.load(source: PackageResources.lua_json_lua, chunkName: "@lua_json.lua")
+            mw_insert(lua.L, -3)
+            try lua.call(arguments: 2, results: 1)
         } catch {
             fatalError("lua-json: cannot load the target: \(error)")
         }

@@ -11,8 +11,11 @@
 --  * a value holding NaN or an infinity does not encode: a clean error saying so;
 --  * decode(input) returns a value or nil and "... at line L column C (byte B)", never
 --    raises; a value it returns encodes (unless it holds an infinity, from a literal
---    such as 1e999) and decodes to an equal value.
-local json = ...
+--    such as 1e999) and decodes to an equal value;
+--  * with a second codec (json.lua's, the reference of the native mw.json), every encode
+--    and decode above is made with both: the same text or error (its words), the same
+--    value or error.
+local json, reference = ...
 local byte, sub, find, pack, unpack = string.byte, string.sub, string.find, string.pack, string.unpack
 local math_type, huge = math.type, math.huge
 
@@ -44,6 +47,30 @@ local function equal(a, b)
   end
   for _ in pairs(b) do n = n - 1 end
   return n == 0
+end
+
+-- Both codecs behind one table: each call made with both, the results compared.
+if reference then
+  local primary = json
+  local function bare(err) return (tostring(err):gsub("^[^:\n]*:%d+: ", "")) end
+  json = { null = primary.null, array = primary.array, object = primary.object }
+  function json.encode(v, opts)
+    local ok1, t1 = pcall(primary.encode, v, opts)
+    local ok2, t2 = pcall(reference.encode, v, opts)
+    if ok1 ~= ok2 or (ok1 and t1 ~= t2) or (not ok1 and bare(t1) ~= bare(t2)) then
+      error("the codecs disagree on encode:\n" .. tostring(t1) .. "\n" .. tostring(t2), 0)
+    end
+    if not ok1 then error(t1, 0) end
+    return t1
+  end
+  function json.decode(text)
+    local a, ea = primary.decode(text)
+    local b, eb = reference.decode(text)
+    if ea ~= eb or not equal(a, b) then
+      error("the codecs disagree on decode:\n" .. tostring(ea) .. "\n" .. tostring(eb), 0)
+    end
+    return a, ea
+  end
 end
 
 local special_floats = {

@@ -15,6 +15,9 @@ final class LuaConnection: ManagedConnectionDelegate {
     let connection: ManagedConnection
     let closeTimeout: TimeAmount
     var handle: LuaReference?
+    /// `codec = "json"`: messages are decoded from their bytes and sends encoded
+    /// straight into the frame, by the native codec.
+    var jsonCodec = false
 
     init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount) {
         self.runtime = runtime
@@ -36,11 +39,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        runtime?.dispatch(.message, for: self) { lua in
-            message.withUnsafeReadableBytes { lua.push(bytes: $0) }
-            lua.push(kind == .text ? "text" : "binary")
-            return 2
-        }
+        runtime?.dispatch(.message, for: self) { lua in lua.pushMessage(message, kind: kind, json: jsonCodec) }
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {

@@ -12,6 +12,9 @@ final class LuaServer: MessageServerDelegate {
     var handle: LuaReference?
     /// The Lua side of every open peer, by the Core peer's id.
     var peers: [Int: LuaPeer] = [:]
+    /// `codec = "json"`: messages are decoded from their bytes and sends encoded
+    /// straight into the frame, by the native codec.
+    var jsonCodec = false
 
     init(runtime: ScriptRuntime, server: MessageServer) {
         self.runtime = runtime
@@ -20,7 +23,7 @@ final class LuaServer: MessageServerDelegate {
 
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
         guard let runtime else { return }
-        let p = LuaPeer(peer: peer)
+        let p = LuaPeer(peer: peer, jsonCodec: jsonCodec)
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
             lua.push(object: p, class: LuaPeer.className)
@@ -42,9 +45,7 @@ final class LuaServer: MessageServerDelegate {
         guard let handle = peers[peer.id]?.handle, let runtime else { return }
         runtime.dispatch(.message, for: self) { lua in
             lua.push(handle)
-            message.withUnsafeReadableBytes { lua.push(bytes: $0) }
-            lua.push(kind == .text ? "text" : "binary")
-            return 3
+            return 1 + lua.pushMessage(message, kind: kind, json: jsonCodec)
         }
     }
 
@@ -92,8 +93,11 @@ final class LuaPeer {
 
     let peer: ServerPeer
     var handle: LuaReference?
+    /// Its server's `codec = "json"`.
+    let jsonCodec: Bool
 
-    init(peer: ServerPeer) {
+    init(peer: ServerPeer, jsonCodec: Bool) {
         self.peer = peer
+        self.jsonCodec = jsonCodec
     }
 }

@@ -163,6 +163,7 @@ extension ScriptRuntime {
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
         let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
+        c.jsonCodec = parsed.jsonCodec
         framer.connection = c
         managed.delegate = c
         args.lua.push(object: c, class: LuaConnection.className)
@@ -190,7 +191,7 @@ extension ScriptRuntime {
     /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
     private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
         let c = try connection(args)
-        let sent = try args.withMessage(at: 2, kindAt: 3) { bytes, kind in
+        let sent = try args.withMessage(at: 2, kindAt: 3, json: c.jsonCodec) { bytes, kind in
             now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
         }
         let refusal: String
@@ -303,6 +304,8 @@ struct ConnectOptions {
     /// `record = FILE`, `record_secrets = true` (docs/recording.md).
     var record: String?
     var recordSecrets = false
+    /// `codec = "json"` (the prelude passes only that string on): the native codec.
+    var jsonCodec = false
 
     /// How long the connection's close handshake may take, for the script's end.
     var closeTimeout: TimeAmount {
@@ -370,6 +373,7 @@ struct ConnectOptions {
         configuration.autoReply = Self.autoReply(&t)
         record = try t.string("record")
         recordSecrets = try t.boolean("record_secrets") ?? false
+        jsonCodec = try t.string("codec") == "json"
         try t.finish()
     }
 

@@ -1,4 +1,5 @@
 import CLua
+import CMoonJSON
 import CLuaShim
 import MoonwireCore
 import NIOCore
@@ -23,7 +24,7 @@ extension ScriptRuntime {
         ("broadcast", { L, ctx in
             LuaBinding.enter(L, ctx, "s:broadcast", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
                 let s = try rt.server(args)
-                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3, json: s.jsonCodec)
                 do {
                     args.lua.push(try s.server.broadcast(buffer, kind: kind))
                 } catch {
@@ -67,7 +68,7 @@ extension ScriptRuntime {
         ("send", { L, ctx in
             LuaBinding.enter(L, ctx, "peer:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
                 let p = try rt.peer(args)
-                let (buffer, kind) = try args.message(at: 2, kindAt: 3)
+                let (buffer, kind) = try args.message(at: 2, kindAt: 3, json: p.jsonCodec)
                 let refusal: String
                 switch try? p.peer.send(buffer, kind: kind) {
                 case .sent?, .queued?, .dropped?:
@@ -205,6 +206,7 @@ extension ScriptRuntime {
             }
             options.slowPeer = rule
         }
+        let jsonCodec = try t.string("codec") == "json"
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }
@@ -224,6 +226,7 @@ extension ScriptRuntime {
             return 2
         }
         let s = LuaServer(runtime: self, server: server)
+        s.jsonCodec = jsonCodec
         server.delegate = s
         args.lua.push(object: s, class: LuaServer.className)
         args.lua.pushValue(-1)
@@ -277,8 +280,9 @@ extension ScriptRuntime {
 
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
-    func message(at index: Int32, kindAt kindIndex: Int32) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
-        try withMessage(at: index, kindAt: kindIndex) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
+    /// With `json`, the value at `index` written as JSON (see ``withMessage(at:kindAt:json:_:)``).
+    func message(at index: Int32, kindAt kindIndex: Int32, json: Bool = false) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
+        try withMessage(at: index, kindAt: kindIndex, json: json) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
     }
 
     /// Are `bytes` exactly `word`? (Raw bytes against raw bytes: comparing with a String's
@@ -288,33 +292,74 @@ extension LuaArguments {
             && bytes.elementsEqual(UnsafeRawBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
     }
 
-    /// Like ``message(at:kindAt:)``, handing `body` the Lua string's own bytes (valid for
-    /// the call only) instead of a copy.
+    /// Like ``message(at:kindAt:json:)``, handing `body` the Lua string's own bytes (valid
+    /// for the call only) instead of a copy; with `json` (a connection or server with
+    /// `codec = "json"`), the bytes the native encoder wrote for the value at `index`.
     func withMessage<R>(
         at index: Int32,
         kindAt kindIndex: Int32,
+        json: Bool = false,
         _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
-        let requested: WebSocketMessageKind? = isNoneOrNil(kindIndex) ? nil : try withBytes(kindIndex) { name throws(LuaArgumentError) in
+        let requested = try requestedKind(at: kindIndex)
+        let send = { (bytes: UnsafeRawBufferPointer) throws(LuaArgumentError) -> R in
+            body(bytes, try messageKind(of: bytes, requested: requested, index: index))
+        }
+        return try json ? withJSONBytes(at: index, send) : withBytes(index, send)
+    }
+
+    /// The kind of a message to send: `requested`, else text when valid UTF-8.
+    private func messageKind(of bytes: UnsafeRawBufferPointer, requested: WebSocketMessageKind?, index: Int32) throws(LuaArgumentError) -> WebSocketMessageKind {
+        func isText() -> Bool {
+            var validator = UTF8Validator()
+            return validator.feed(bytes) && validator.isComplete
+        }
+        switch requested {
+        case nil: return isText() ? .text : .binary
+        case .text?:
+            guard isText() else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
+            return .text
+        case .binary?: return .binary
+        }
+    }
+
+    /// The kind argument at `kindIndex`, nil when absent.
+    private func requestedKind(at kindIndex: Int32) throws(LuaArgumentError) -> WebSocketMessageKind? {
+        if isNoneOrNil(kindIndex) { return nil }
+        return try withBytes(kindIndex) { name throws(LuaArgumentError) in
             if Self.isWord(name, "binary") { return .binary }
             if Self.isWord(name, "text") { return .text }
             throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(String(decoding: name, as: UTF8.self))\"")
         }
-        return try withBytes(index) { bytes throws(LuaArgumentError) -> R in
-            func isText() -> Bool {
-                var validator = UTF8Validator()
-                return validator.feed(bytes) && validator.isComplete
-            }
-            let kind: WebSocketMessageKind
-            switch requested {
-            case nil: kind = isText() ? .text : .binary
-            case .text?:
-                guard isText() else { throw error(index, "not valid UTF-8: send it as \"binary\"") }
-                kind = .text
-            case .binary?: kind = .binary
-            }
-            return body(bytes, kind)
-        }
     }
+
+    /// The value at `index` written as JSON by the native encoder straight into a buffer
+    /// (no Lua string), whose bytes `body` gets (valid for the call only). An unencodable
+    /// value raises `<function>: value.x: a function cannot be written as JSON`.
+    private func withJSONBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
+        var outcome: Result<R, LuaArgumentError>?
+        let status = withoutActuallyEscaping({ (bytes: UnsafeRawBufferPointer) in
+            outcome = Result { () throws(LuaArgumentError) -> R in try body(bytes) }
+        }) { (handler: @escaping (UnsafeRawBufferPointer) -> Void) -> Int32 in
+            let sink = JSONSink(handler)
+            var sinkResult: Int32 = 0
+            return mw_json_encode_to(lua.L, index, { context, bytes, count in
+                Unmanaged<JSONSink>.fromOpaque(context!).takeUnretainedValue().body(UnsafeRawBufferPointer(start: bytes, count: count))
+                return 0
+            }, Unmanaged.passUnretained(sink).toOpaque(), &sinkResult)
+        }
+        guard status == LUA_OK, let outcome else {
+            var message = lua.popString()
+            if message.hasPrefix("mw.json.encode: ") { message.removeFirst("mw.json.encode: ".count) }
+            throw LuaArgumentError("\(function): \(message)")
+        }
+        return try outcome.get()
+    }
+}
+
+/// What the native encoder hands its text to (valid for the call only).
+private final class JSONSink {
+    let body: (UnsafeRawBufferPointer) -> Void
+    init(_ body: @escaping (UnsafeRawBufferPointer) -> Void) { self.body = body }
 }

@@ -1,5 +1,6 @@
 import CLua
 import CLuaShim
+import CMoonJSON
 import Logging
 import MoonwireCore
 import NIOCore
@@ -311,6 +312,9 @@ public final class ScriptRuntime: @unchecked Sendable {
             }
             lua.setField(field, table: -2)
         }
+        // host.json_native(module): json.lua's module with the native encode and decode.
+        mw_pushcfunction(lua.L, mw_json_install)
+        lua.setField("json_native", table: -2)
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)

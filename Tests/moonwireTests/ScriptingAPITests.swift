@@ -114,6 +114,69 @@ import Testing
             """)
     }
 
+    /// codec = "json" on both ends: values decoded from the frames (64-bit integers, floats,
+    /// empty arrays intact) and tables encoded into them; a message that is not JSON is an
+    /// error in words with the raw message (on_error, or the log), receive's nil,
+    /// "decode: ...", never a silent nil.
+    @Test func jsonCodecDecodesFramesAndReportsWhatDoesNotDecode() throws {
+        let path = try CommandRunner.script("json_codec.lua", """
+            local replies = { ['"big"'] = '{"id":9007199254740993,"f":1.0,"a":[]}', ['"bad"'] = '{oops' }
+            local raw = assert(mw.listen("ws://127.0.0.1:0/"))
+            raw:on_message(function(peer, msg) peer:send(replies[msg] or msg) end)
+            local typed = assert(mw.listen("ws://127.0.0.1:0/", { codec = "json" }))
+            typed:on_message(function(peer, msg)
+              if msg.op == "double" then peer:send({ n = msg.n * 2, kind = math.type(msg.n), list = mw.json.array() }) end
+            end)
+
+            local c = mw.connect(raw:url(), { reconnect = false, codec = "json" })
+            local errors = {}
+            c:on_error(function(_, err, message) errors[#errors + 1] = err .. " | " .. tostring(message) end)
+            assert(c:wait_open(10))
+            c:send("big")
+            local v = c:receive(10)
+            print(math.type(v.id), v.id, math.type(v.f), mw.json.encode(v, { sort_keys = true }))
+            c:send("bad")
+            print(c:receive(10))
+            print(errors[1])
+            c:send({ op = "echo", x = { 1, 2 } })
+            print(mw.json.encode(c:receive(10), { sort_keys = true }))
+            print(pcall(c.send, c, { f = print }))
+
+            -- No on_error handler: the decode error is logged; receive still says why.
+            local quiet = mw.connect(raw:url(), { reconnect = false, codec = "json" })
+            assert(quiet:wait_open(10))
+            quiet:send("bad")
+            print(quiet:receive(10))
+
+            local t = mw.connect(typed:url(), { reconnect = false, codec = "json" })
+            assert(t:wait_open(10))
+            t:send({ op = "double", n = 4611686018427387904 // 2 })
+            print(mw.json.encode(t:receive(10), { sort_keys = true }))
+            -- A peer's message that does not decode on a codec = "json" server is logged.
+            local plain = mw.connect(typed:url(), { reconnect = false })
+            assert(plain:wait_open(10))
+            plain:send("not json")
+            plain:send('{"op":"double","n":1}')
+            print(mw.json.decode((plain:receive(10))).n)
+            mw.exit(0)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            integer\t9007199254740993\tfloat\t{"a":[],"f":1.0,"id":9007199254740993}
+            nil\tdecode: object key (a string) expected at line 1 column 2 (byte 2)
+            decode: object key (a string) expected at line 1 column 2 (byte 2) | {oops
+            {"op":"echo","x":[1,2]}
+            false\t\(path):21: c:send: value.f: a function cannot be written as JSON
+            nil\tdecode: object key (a string) expected at line 1 column 2 (byte 2)
+            {"kind":"integer","list":[],"n":4611686018427387904}
+            2
+
+            """)
+        #expect(r.stderr.contains(#"connection: decode: object key (a string) expected at line 1 column 2 (byte 2); the message (5 bytes): "{oops""#), "\(r.stderr)")
+        #expect(r.stderr.contains(#"decode: unexpected character 'n' at line 1 column 1 (byte 1); the message (8 bytes): "not json""#), "\(r.stderr)")
+    }
+
     @Test func manualReadyHoldsTheQueueUntilTheHandshakeIsDone() throws {
         let path = try CommandRunner.script("ready.lua", """
             local s = assert(mw.listen("ws://127.0.0.1:0/"))

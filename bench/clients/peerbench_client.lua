@@ -266,6 +266,36 @@ local function fanout()
   mw.exit(0)
 end
 
-local workloads = { rtt = rtt, pipelined = pipelined, drained = drained, fanout = fanout }
+-- The JSON echo bot: the 332-byte trade message (bench/json/trade.json) pipelined with
+-- `window` in flight over codec = "json": every echo arrives decoded, a field is read,
+-- and the table goes back out (encoded into the frame) until n echoes came.
+local function json()
+  local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+  local f = assert(io.open(dir .. "/../json/trade.json", "rb"))
+  local template = assert(mw.json.decode(f:read("a")))
+  f:close()
+  OPTS.codec = "json"
+  local n, window = a.n, a.window
+  local sent, recv, t0 = 0, 0, 0
+  local c = open(a.url)
+  c:on_close(function(_, code, reason) fail("disconnected early: " .. code .. " " .. reason) end)
+  c:on_error(function(_, err) fail(err) end)
+  c:on_message(function(conn, msg)
+    if msg.seq == nil then return fail("bad echo") end
+    recv = recv + 1
+    if recv >= n then return finish(conn, throughput(t0, { window = window })) end
+    if sent < n then
+      conn:send(msg)
+      sent = sent + 1
+    end
+  end)
+  t0 = now()
+  while sent < n and sent < window do
+    c:send(template)
+    sent = sent + 1
+  end
+end
+
+local workloads = { rtt = rtt, pipelined = pipelined, drained = drained, fanout = fanout, json = json }
 local run = workloads[a.workload] or error("unknown workload '" .. tostring(a.workload) .. "'", 0)
 run()

@@ -43,13 +43,15 @@ PEERS_DIR = os.path.join(BENCH, "peers")
 E = os.environ.get
 
 QUICK = {"N_RTT": "5000", "PIPE": "32:20000,1024:10000,65536:500", "CONNS": "200", "FANOUT_T": "3",
-         "REPEAT": "1", "IDLE_CONNS": "200", "IDLE_SECONDS": "3", "SPREAD_CLIENTS": "200",
+         "REPEAT": "1", "IDLE_CONNS": "200", "IDLE_SECONDS": "3", "SPREAD_CLIENTS": "200", "N_JSON": "20000",
          "SPREAD_ROUNDS": "20", "METRICS_N": "100000"}
-KNOBS = ("QUICK", "WORKLOADS", "PEERS", "REPEAT", "N_RTT", "PIPE", "PIPE_TYPE", "CONNS", "FANOUT_T",
+KNOBS = ("QUICK", "WORKLOADS", "PEERS", "REPEAT", "N_RTT", "N_JSON", "PIPE", "PIPE_TYPE", "CONNS", "FANOUT_T",
          "FANOUT_REPEAT", "CONNECT_CONCURRENCY", "IDLE_CONNS", "HEARTBEAT", "IDLE_SECONDS",
          "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN", "METRICS_N",
          "FLOOR_BIN")
-ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "drained", "metrics", "spread", "conns", "fanout")
+ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "json", "drained", "metrics", "spread", "conns", "fanout")
+ECHO_WORKLOADS = ("rtt", "pipelined", "json")
+JSON_SIZE = 332  # bench/json/trade.json, the JSON echo bot's message
 ALL_PEERS = ("node-ws", "websockets", "picows", "floor", "moonwire")
 # How tables name a client; floor is bench/floor/wsfloor.c, the C baseline (no target compares with it).
 PEER_LABELS = {"floor": "floor (C)"}
@@ -78,6 +80,7 @@ class Config:
         self.peers = [p for p in env_list("PEERS", ",".join(ALL_PEERS)) if p in ALL_PEERS]
         self.repeat = int(E("REPEAT", "3"))
         self.n_rtt = int(E("N_RTT", "50000"))
+        self.n_json = int(E("N_JSON", "200000"))
         self.pipe = [tuple(int(x) for x in item.split(":"))
                      for item in env_list("PIPE", "32:200000,1024:100000,65536:5000")]
         self.pipe_type = E("PIPE_TYPE", "binary")
@@ -293,7 +296,7 @@ def client_args(url, spec, label):
 def peer_run(peer, server, spec, rep):
     """One client run against a fresh echo server; the client's JSON line plus
     what the driver measured around it."""
-    pin = spec["workload"] in ("rtt", "pipelined", "drained")
+    pin = spec["workload"] in ("rtt", "pipelined", "drained", "json")
     ids = {"peer": peer, "server": server, "workload": spec["workload"], "size": spec.get("size"),
            "n": spec.get("n"), "conns": spec.get("conns"), "rep": rep, "pinned": pin}
     try:
@@ -339,10 +342,16 @@ def echo_pairs():
 def section_echo(workload):
     if workload == "rtt":
         specs = [{"workload": "rtt", "n": CFG.n_rtt, "size": 32, "type": "text", "timeout": 300}]
+    elif workload == "json":
+        # The JSON echo bot (decode, read a field, encode, send) with the 332-byte trade
+        # message; the floor client has no JSON codec.
+        specs = [{"workload": "json", "n": CFG.n_json, "size": JSON_SIZE, "type": "text", "timeout": 300}]
     else:
         specs = [{"workload": "pipelined", "n": n, "size": size, "type": CFG.pipe_type, "timeout": 300}
                  for size, n in CFG.pipe]
     runs, pairs = [], echo_pairs()
+    if workload == "json":
+        pairs = [(peer, server) for peer, server in pairs if peer != "floor"]
     for spec in specs:
         for rep in range(CFG.repeat):
             shift = rep % len(pairs)  # a different client goes first each repetition
@@ -657,6 +666,11 @@ def targets(summary):
         row = find(echo, workload=workload, size=size, peer="picows", server="picows")
         add(f"{workload} {fmt_size(size)}: moonwire ≥ {need}× picows msgs/s (both against the picows echo)",
             row and row["moonwire_ratio"], "{:.2f}×", lambda v, need=need: v >= need)
+    others = [r for r in echo if r["workload"] == "json" and r["server"] == "picows" and r["peer"] != "moonwire"]
+    ahead = min((r["moonwire_ratio"] for r in others if r["moonwire_ratio"]), default=None)
+    add("json 332 B: moonwire (codec = \"json\") ahead of every peer's JSON echo bot (msgs/s, picows echo)",
+        ahead if others and all(r["moonwire_ratio"] for r in others) else None, "{:.2f}× the best",
+        lambda v: v > 1.0)
     row = find(echo, workload="pipelined", size=65536, peer="moonwire", server="picows")
     add("pipelined 64 KiB: moonwire ≥ 1 GiB/s (1024 MiB/s)", row and row["mib_per_s"], "{:,.0f} MiB/s",
         lambda v: v >= 1024)
@@ -706,7 +720,7 @@ def table(header, rows):
 
 def echo_tables(rows):
     out = []
-    for workload in ("rtt", "pipelined"):
+    for workload in ECHO_WORKLOADS:
         sizes = sorted({r["size"] for r in rows if r["workload"] == workload})
         for size in sizes:
             group = [r for r in rows if r["workload"] == workload and r["size"] == size]
@@ -719,8 +733,13 @@ def echo_tables(rows):
                          fmt(r["p50_us"], 1), fmt(r["p99_us"], 1), fmt(r["client_cpu_s"], 2),
                          fmt(mib(r["maxrss_kb"]), 1), ratio_cell(r)] for r in group]
             else:
-                out.append(f"### pipelined — {fmt_size(size)} {CFG.pipe_type}, n = {n:,}, "
-                           f"client and server on CPU {CFG.cpu}")
+                if workload == "json":
+                    out.append(f"### json — the JSON echo bot (decode, read a field, encode, send), {size} B "
+                               f"text pipelined, n = {n:,}, client and server on CPU {CFG.cpu}; moonwire "
+                               "codec = \"json\", node ws JSON.parse/stringify, picows orjson, websockets json")
+                else:
+                    out.append(f"### pipelined — {fmt_size(size)} {CFG.pipe_type}, n = {n:,}, "
+                               f"client and server on CPU {CFG.cpu}")
                 header = ["client", "server", "ok", "msgs/s", "MiB/s", "range %", "client CPU s", "max RSS MiB",
                           "moonwire ÷ client"]
                 body = [[peer_label(r), r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["mib_per_s"], 1),
@@ -802,7 +821,7 @@ def render_md(meta, summary, runs, target_rows):
                     [[t["target"], t["measured"], "–" if t["met"] is None else ("met" if t["met"] else "**missed**")]
                      for t in target_rows]), ""]
     if summary.get("echo"):
-        lines += ["## rtt and pipelined", "",
+        lines += ["## rtt, pipelined and json", "",
                   "“moonwire ÷ client” is the moonwire client's median msgs/s against the picows server "
                   "divided by this row's.", ""] + echo_tables(summary["echo"])
     if summary.get("drained"):
@@ -933,10 +952,10 @@ def main():
     try:
         for workload in CFG.workloads:
             log(f"== {workload}")
-            if workload in ("rtt", "pipelined"):
+            if workload in ECHO_WORKLOADS:
                 new = section_echo(workload)
                 runs += new
-                summary["echo"] = summarize_echo([r for r in runs if r.get("workload") in ("rtt", "pipelined")])
+                summary["echo"] = summarize_echo([r for r in runs if r.get("workload") in ECHO_WORKLOADS])
                 continue
             new = {"dispatch": section_dispatch, "spread": section_spread, "conns": section_conns,
                    "fanout": section_fanout, "drained": section_drained, "metrics": section_metrics}[workload]()

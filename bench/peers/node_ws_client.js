@@ -119,6 +119,33 @@ async function pipelined() {
           mib_per_s: o.n * o.size / elapsed / 1048576});
 }
 
+// The JSON echo bot: the 332-byte trade message (bench/json/trade.json) pipelined with
+// `window` in flight; every echo is parsed, a field read, the object stringified and sent
+// back until n echoes came.
+async function json() {
+  const template = JSON.parse(fs.readFileSync(require('path').join(__dirname, '../json/trade.json'), 'utf8'));
+  let sent = 0, received = 0;
+  const ws = await dial();
+  const start = clock();
+  await new Promise((resolve, reject) => {
+    ws.on('close', () => reject(new Error('disconnected early')));
+    ws.on('message', (data) => {
+      const msg = JSON.parse(data);
+      if (msg.seq === undefined) return reject(new Error('bad echo'));
+      received++;
+      if (received === o.n) return resolve();
+      if (sent < o.n) { ws.send(JSON.stringify(msg)); sent++; }
+    });
+    for (; sent < o.n && sent < o.window; sent++) ws.send(JSON.stringify(template));
+  }).finally(() => {
+    ws.removeAllListeners('close');
+    ws.terminate();
+  });
+  const elapsed = secondsSince(start);
+  report({ok: true, elapsed_s: elapsed, window: o.window, msgs_per_s: o.n / elapsed,
+          mib_per_s: o.n * o.size / elapsed / 1048576});
+}
+
 async function fanout() {
   const arrived = new Float64Array(o.conns).fill(NaN); // ms since the tick began
   let current = -1, tickStart = 0n, got = 0, late = 0, failures = 0;
@@ -188,7 +215,7 @@ async function fanout() {
           pass_spread200_p99: live.length > 0 && ticks.every((t) => t.within200 >= 0.99 * live.length)});
 }
 
-const workloads = {rtt, pipelined, fanout};
+const workloads = {rtt, pipelined, fanout, json};
 if (!workloads[o.workload]) {
   process.stderr.write(`unknown workload '${o.workload}'\n`);
   process.exit(2);

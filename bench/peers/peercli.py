@@ -20,7 +20,7 @@ def options(label):
     """The standard client CLI with peerbench's defaults filled in."""
     p = argparse.ArgumentParser(description="WebSocket benchmark client (" + label + ").")
     p.add_argument("--url", default="ws://127.0.0.1:9101/")
-    p.add_argument("--workload", default="rtt", choices=("rtt", "pipelined", "fanout"))
+    p.add_argument("--workload", default="rtt", choices=("rtt", "pipelined", "fanout", "json"))
     for name, default in (("n", 100000), ("size", 32), ("window", 0), ("warmup", -1),
                           ("conns", 1000), ("duration", 10), ("concurrency", 200)):
         p.add_argument("--" + name, type=int, default=default)
@@ -80,6 +80,12 @@ def rtt_fields(o, latencies_us, elapsed_s):
 def pipelined_fields(o, elapsed_s):
     return {"ok": True, "elapsed_s": elapsed_s, "window": o.window, "msgs_per_s": o.n / elapsed_s,
             "mib_per_s": o.n * o.size / elapsed_s / 1048576}
+
+
+def json_template():
+    """The JSON echo bot's message (bench/json/trade.json, 332 bytes) as text."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "json", "trade.json")) as f:
+        return f.read()
 
 
 def echo_payload(o):

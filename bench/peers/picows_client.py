@@ -97,14 +97,53 @@ async def rtt():
     peercli.report(o, loop=LOOP, **peercli.rtt_fields(o, handler.latencies, handler.elapsed_s))
 
 
-async def pipelined():
-    transport, handler = await ws_connect(Window, o.url, **DIAL)
+async def pipelined(listener=Window):
+    """`window` messages in flight (the JSON echo bot too, with its own listener)."""
+    transport, handler = await ws_connect(listener, o.url, **DIAL)
     start = peercli.clock_ns()
     handler.fill(transport)
     await handler.finished
     elapsed = (peercli.clock_ns() - start) / 1e9
     transport.disconnect(graceful=False)
     peercli.report(o, loop=LOOP, **peercli.pipelined_fields(o, elapsed))
+
+
+class JsonBot(WSListener):
+    """The JSON echo bot with orjson: loads, read a field, dumps, send."""
+
+    def __init__(self):
+        import orjson
+        self.loads, self.dumps = orjson.loads, orjson.dumps
+        self.template = orjson.loads(peercli.json_template())
+        self.finished = asyncio.get_running_loop().create_future()
+        self.sent = self.received = 0
+
+    def on_ws_disconnected(self, transport):
+        if not self.finished.done():
+            self.finished.set_exception(RuntimeError("disconnected early"))
+
+    def fill(self, transport):
+        while self.sent < o.n and self.sent < o.window:
+            transport.send(WSMsgType.TEXT, self.dumps(self.template))
+            self.sent += 1
+
+    def on_ws_frame(self, transport, frame):
+        if frame.msg_type != WSMsgType.TEXT or self.finished.done():
+            return
+        msg = self.loads(frame.get_payload_as_memoryview())
+        if msg["seq"] is None:
+            self.finished.set_exception(RuntimeError("bad echo"))
+            return
+        self.received += 1
+        if self.received == o.n:
+            self.finished.set_result(None)
+        elif self.sent < o.n:
+            transport.send(WSMsgType.TEXT, self.dumps(msg))
+            self.sent += 1
+
+
+async def json_bot():
+    await pipelined(JsonBot)
 
 
 async def fanout():
@@ -135,4 +174,4 @@ async def fanout():
 
 
 if __name__ == "__main__":
-    peercli.main(o, {"rtt": rtt, "pipelined": pipelined, "fanout": fanout})
+    peercli.main(o, {"rtt": rtt, "pipelined": pipelined, "fanout": fanout, "json": json_bot})

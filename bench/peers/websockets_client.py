@@ -60,6 +60,28 @@ async def pipelined():
     peercli.report(o, loop=LOOP, **peercli.pipelined_fields(o, elapsed))
 
 
+async def json_bot():
+    """The JSON echo bot with the json module: loads, read a field, dumps, send."""
+    import json
+    template = json.loads(peercli.json_template())
+    ws = await connect(o.url, **DIAL)
+    start = peercli.clock_ns()
+    sent = 0
+    while sent < o.n and sent < o.window:
+        await ws.send(json.dumps(template))
+        sent += 1
+    for _ in range(o.n):
+        msg = json.loads(await ws.recv())
+        if msg["seq"] is None:
+            raise RuntimeError("bad echo")
+        if sent < o.n:
+            await ws.send(json.dumps(msg))
+            sent += 1
+    elapsed = (peercli.clock_ns() - start) / 1e9
+    ws.transport.abort()
+    peercli.report(o, loop=LOOP, **peercli.pipelined_fields(o, elapsed))
+
+
 async def fanout():
     ticks = peercli.Ticks(o.conns)
     readers = []
@@ -88,4 +110,4 @@ async def fanout():
 
 
 if __name__ == "__main__":
-    peercli.main(o, {"rtt": rtt, "pipelined": pipelined, "fanout": fanout})
+    peercli.main(o, {"rtt": rtt, "pipelined": pipelined, "fanout": fanout, "json": json_bot})

@@ -15,7 +15,11 @@
 --  * encode(value, { pretty = true }) indents by two spaces and sorts keys
 --    (`indent = "\t"` picks the indent; `sort_keys = true` sorts compact output).
 --
--- Loaded once per Lua state by the prelude; returns the mw.json table.
+-- Loaded once per Lua state by the prelude, which puts the native encode and
+-- decode (Sources/CMoonJSON) in place of these; this decode stays as their
+-- reference for input RapidJSON rejects. Returns the mw.json table. Called with
+-- a value, uses it as null (the tests and the fuzz target load a second copy
+-- that shares mw.json.null).
 
 local type, pairs, next, tostring, tonumber = type, pairs, next, tostring, tonumber
 local math_type, floor, huge = math.type, math.floor, math.huge
@@ -28,7 +32,7 @@ local MAX_DEPTH = 500
 
 local json = {}
 
-local null = setmetatable({}, {
+local null = ... or setmetatable({}, {
   __name = "mw.json.null",
   __tostring = function() return "null" end,
   __newindex = function() error("mw.json.null is read-only", 2) end,

@@ -115,15 +115,26 @@ mw.unhex = host.unhex
 mw.base64 = host.base64
 mw.unbase64 = host.unbase64
 
+-- codec = "json": mw.json in native code, which Swift runs on the message's bytes
+-- (decode) and into the outbound frame (encode); `native` tells the prelude to
+-- leave both to Swift. Its decode is for heartbeat replies, which arrive as strings.
+local json_codec
+
 -- A copy of `opts` without its codec, which stays on this side, and the codec.
+-- codec = "json" stays in the copy too: Swift decodes and encodes for it.
 local function without_codec(opts, fname)
   local copy = {}
   for k, v in pairs(opts) do copy[k] = v end
   local codec = copy.codec
   copy.codec = nil
+  if codec == "json" then
+    json_codec = json_codec or { encode = mw.json.encode, decode = mw.json.decode, native = true }
+    copy.codec = "json"
+    return copy, json_codec
+  end
   if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
       or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
-    error(("bad argument #2 to '%s' (opts.codec: { encode = function, decode = function } expected)"):format(fname), user_level(3))
+    error(("bad argument #2 to '%s' (opts.codec: \"json\" or { encode = function, decode = function } expected)"):format(fname), user_level(3))
   end
   return copy, codec
 end
@@ -270,7 +281,7 @@ end
 -- strings stays in `opts` for Swift, which answers the exact bytes before the message
 -- reaches Lua; a rule with a function comes out, into the list returned, for
 -- auto_answer. The option is checked here, whole, with the rule's index in errors.
-local function split_auto_reply(opts, fname)
+local function split_auto_reply(opts, fname, codec)
   local given = opts.auto_reply
   if given == nil then return nil end
   local function bad(where, what)
@@ -298,6 +309,10 @@ local function split_auto_reply(opts, fname)
     end
     if type(rule.match) == "string" and type(rule.reply) == "string" then
       exact[#exact + 1] = { match = rule.match, reply = rule.reply }
+    elseif type(rule.match) == "string" and codec and codec.native then
+      -- With codec = "json" only the decoded value reaches Lua: no bytes to compare.
+      bad(where .. ".match", 'with codec = "json" a string match needs a string reply '
+        .. '(the bytes are matched before decoding); match the decoded message with a function')
     else
       scripted[#scripted + 1] = rule
     end
@@ -351,7 +366,7 @@ function mw.connect(url, opts)
   if opts then
     local copy
     copy, codec = without_codec(opts, "mw.connect")
-    auto_rules = split_auto_reply(copy, "mw.connect")
+    auto_rules = split_auto_reply(copy, "mw.connect", codec)
     copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
     kind = split_kind(copy, "mw.connect")
     copy.kind = nil
@@ -391,7 +406,7 @@ end
 -- `data` through the connection's codec, if it encodes; errors at the caller of `fname`.
 local function encode_message(st, data, fname)
   local codec = st.codec
-  if codec and codec.encode then
+  if codec and codec.encode and not codec.native then
     data = codec.encode(data)
     if type(data) ~= "string" then
       error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(2))
@@ -530,7 +545,7 @@ local function inbox_take(self, st, match)
   if q == NONE then return nil end
   for i = q.head, q.tail do
     local item = q[i]
-    if match(item[1]) then
+    if not item.failed and match(item[1]) then
       table.move(q, i + 1, q.tail, i)
       q[q.tail] = nil
       q.tail = q.tail - 1
@@ -645,19 +660,46 @@ function events.open(c, info)
   wake(st, is_kind("open"), true)
 end
 
-function events.message(c, message, kind)
+-- A message the codec could not decode: the script hears of it in words, with the
+-- raw message (on_error handlers get it as a third argument; without a handler it
+-- is logged); a waiting c:receive returns nil, "decode: ..." (else the next one
+-- does); request, expect and on_message do not see it.
+local function decode_failed(c, st, err, raw)
+  local text = "decode: " .. tostring(err)
+  if st.on_error[1] then
+    for _, handler in ipairs(st.on_error) do handler(c, text, raw) end
+  else
+    local shown = #raw > 200 and raw:sub(1, 200) .. "..." or raw
+    host.log("warn", ("connection: %s; the message (%d bytes): %q"):format(text, #raw, shown))
+  end
+  local taken = st.waiters[1] and wake(st, is_kind("receive"), nil, text)
+  if not taken and not st.on_message[1] then inbox_push(st, { nil, text, failed = true }) end
+end
+
+-- A message with codec = "json" comes decoded from Swift, or with the decode error
+-- and the raw message.
+function events.message(c, message, kind, err, raw)
   local st = conns[c]
   if not st then return end
-  local codec, raw = st.codec, message
+  local codec = st.codec
+  if err ~= nil then return decode_failed(c, st, err, raw) end
   if st.decoded_raw ~= nil then
     -- Decoded already, to match it against heartbeat.reply.
-    if st.decoded_raw == message then message = st.decoded else message = codec.decode(message, kind) end
-    st.decoded_raw, st.decoded = nil, nil
-  elseif codec and codec.decode then
-    message = codec.decode(message, kind)
+    if codec.native then
+      st.decoded_raw, st.decoded = nil, nil
+    else
+      raw = message
+      if st.decoded_raw == message then message = st.decoded else message, err = codec.decode(message, kind) end
+      st.decoded_raw, st.decoded = nil, nil
+      if message == nil and err ~= nil then return decode_failed(c, st, err, raw) end
+    end
+  elseif codec and codec.decode and not codec.native then
+    raw = message
+    message, err = codec.decode(message, kind)
+    if message == nil and err ~= nil then return decode_failed(c, st, err, raw) end
   end
   local rules = st.auto_rules
-  if rules and auto_answer(rules, c, encode_message, st, raw, message, kind) then
+  if rules and auto_answer(rules, c, encode_message, st, raw or message, message, kind) then
     return
   end
   if st.waiters[1] then
@@ -794,7 +836,7 @@ function mw.listen(url, opts)
   local codec, auto_rules
   if opts then
     opts, codec = without_codec(opts, "mw.listen")
-    auto_rules = split_auto_reply(opts, "mw.listen")
+    auto_rules = split_auto_reply(opts, "mw.listen", codec)
   end
   local s, err = host.listen(url, opts)
   if not s then return nil, err end
@@ -806,7 +848,7 @@ define_handlers(server_methods, "s", { "connect", "message", "close" }, server_s
 
 local function encode_for(st, data, fname)
   local codec = st and st.codec
-  if codec and codec.encode then
+  if codec and codec.encode and not codec.native then
     data = codec.encode(data)
     if type(data) ~= "string" then
       error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(3))
@@ -862,13 +904,25 @@ function server_events.connect(s, peer, request)
   for _, handler in ipairs(st.on_connect) do handler(peer, request) end
 end
 
-function server_events.message(s, peer, message, kind)
+-- With codec = "json" the message comes decoded, or with the decode error and the
+-- raw message. A message that does not decode goes to no on_message handler: it is
+-- logged, with the peer's id.
+function server_events.message(s, peer, message, kind, err, raw)
   local st = servers[s]
   if not st then return end
-  local codec, raw = st.codec, message
-  if codec and codec.decode then message = codec.decode(message, kind) end
+  local codec = st.codec
+  if err == nil and codec and codec.decode and not codec.native then
+    raw = message
+    message, err = codec.decode(message, kind)
+    if message ~= nil then err = nil end
+  end
+  if err ~= nil then
+    local shown = #raw > 200 and raw:sub(1, 200) .. "..." or raw
+    host.log("warn", ("peer %s: decode: %s; the message (%d bytes): %q"):format(tostring(peer.id), tostring(err), #raw, shown))
+    return
+  end
   local rules = st.auto_rules
-  if rules and auto_answer(rules, peer, encode_for, st, raw, message, kind) then
+  if rules and auto_answer(rules, peer, encode_for, st, raw or message, message, kind) then
     return
   end
   local handlers = st.on_message
@@ -934,7 +988,7 @@ mw.log = setmetatable({
 
 -- JSON that keeps integers exact and arrays apart from objects (json.lua says
 -- why not lua-cjson).
-mw.json = host.json_module()
+mw.json = host.json_native(host.json_module())
 
 -- Lua's own print writes each argument, the tabs and the newline separately;
 -- workers (run --workers) share the process's stdout, so their lines could mix

@@ -1,0 +1,90 @@
+/*
+ * mw.json in native code: RapidJSON (Debian's rapidjson-dev) parses, C builds
+ * the Lua values and writes the text.
+ *
+ * Decoding runs in two steps so that no Lua error can jump through C++ frames:
+ * RapidJSON's SAX reader (C++, json_parse.cpp) fills a token tape and never
+ * touches Lua; then C (json_lua.c) turns the tape into Lua values under
+ * lua_pcall. Encoding is all C, also under lua_pcall, writing into a buffer
+ * owned by the caller's C frame (freed whatever happens).
+ *
+ * Anything RapidJSON rejects, and the few inputs where it would disagree with
+ * mw.json's rules (a raw DEL byte, a lone high surrogate, text after the value,
+ * nesting past 500), is decoded again by the reference decoder (json.lua), which
+ * gives the exact value or error message mw.json has always given.
+ */
+#ifndef MOONWIRE_CMOONJSON_H
+#define MOONWIRE_CMOONJSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MWJ_MAX_DEPTH 500
+
+enum mwj_type { MWJ_NULL, MWJ_FALSE, MWJ_TRUE, MWJ_INT, MWJ_FLOAT, MWJ_STRING, MWJ_OBJECT, MWJ_ARRAY };
+
+/* One value of the tape. A string's bytes are in the tape's string arena at
+ * v.off; an object or array is followed by its `len` members (key, value) or items. */
+typedef struct mwj_token {
+    uint32_t type;
+    uint32_t len;
+    union {
+        int64_t i;
+        double d;
+        uint64_t off;
+    } v;
+} mwj_token;
+
+typedef struct mwj_tape {
+    mwj_token *tokens;
+    size_t count, capacity;
+    char *strings;
+    size_t used, room;
+    int depth, max_depth;
+    uint32_t open[MWJ_MAX_DEPTH + 1];
+    mwj_token inline_tokens[64];
+    char inline_strings[1024];
+} mwj_tape;
+
+void mwj_tape_init(mwj_tape *tape);
+void mwj_tape_free(mwj_tape *tape);
+
+/* Parse results. */
+#define MWJ_OK 0
+#define MWJ_FALLBACK 1 /* the reference decoder decides (an error, or an edge case) */
+#define MWJ_NOMEM 2
+
+/* RapidJSON over `n` bytes into `tape` (json_parse.cpp). */
+int mwj_parse(const char *text, size_t n, mwj_tape *tape);
+
+/* The digits of a positive finite double by Grisu2 (RapidJSON's dtoa): writes
+ * them to `digits` (at least 18 bytes), returns their count, and sets *k so
+ * that value ~= digits * 10^k. */
+int mwj_grisu2(double value, char *digits, int *k);
+
+/* host.json_native(module): replaces module.encode and module.decode (the
+ * json.lua ones) by the native ones, keeping json.lua's decode as the
+ * reference; returns the module. */
+int mw_json_install(lua_State *L);
+
+/* Decodes `n` bytes (not a Lua string) in protected mode. On LUA_OK pushes two
+ * values: the value, or nil and the error message. Otherwise pushes the error. */
+int mw_json_decode_bytes(lua_State *L, const void *bytes, size_t n);
+
+/* Encodes the value at `idx` in protected mode and hands the text to
+ * `sink(context, bytes, count)`, which returns an int passed back through
+ * *sink_result. Returns LUA_OK, or an error status with the message pushed. */
+typedef int (*mw_json_sink)(void *context, const char *bytes, size_t count);
+int mw_json_encode_to(lua_State *L, int idx, mw_json_sink sink, void *context, int *sink_result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

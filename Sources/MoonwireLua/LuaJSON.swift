@@ -1,0 +1,34 @@
+import CLua
+import CLuaShim
+import CMoonJSON
+import MoonwireCore
+import NIOCore
+
+extension LuaState {
+    /// A received message for the prelude's message dispatchers: `message, kind`; with
+    /// the JSON codec the value decoded from the buffer's bytes (no Lua string on the
+    /// way), and when they do not decode `nil, kind, err, raw` (the raw message as a string).
+    /// Returns the number of values pushed.
+    func pushMessage(_ message: ByteBuffer, kind: WebSocketMessageKind, json: Bool) -> Int32 {
+        guard json else {
+            message.withUnsafeReadableBytes { push(bytes: $0) }
+            push(kind == .text ? "text" : "binary")
+            return 2
+        }
+        let status = message.withUnsafeReadableBytes { mw_json_decode_bytes(L, $0.baseAddress, $0.count) }
+        if status != LUA_OK {
+            // Only running out of memory gets here: the message as a decode error.
+            let error = popString()
+            pushNil()
+            push(error)
+        }
+        push(kind == .text ? "text" : "binary")
+        mw_insert(L, -2)
+        if type(at: -1) == LUA_TNIL {
+            pop()
+            return 2
+        }
+        message.withUnsafeReadableBytes { push(bytes: $0) }
+        return 4
+    }
+}
