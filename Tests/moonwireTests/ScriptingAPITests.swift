@@ -118,6 +118,40 @@ import Testing
     /// empty arrays intact) and tables encoded into them; a message that is not JSON is an
     /// error in words with the raw message (on_error, or the log), receive's nil,
     /// "decode: ...", never a silent nil.
+    /// auto_reply with codec = "json": exact rules match the bytes before decoding, rules
+    /// with a function match the decoded value; a string match with a function reply has
+    /// no bytes to compare in Lua, so it is refused at connect, in words.
+    @Test func autoReplyWithTheJSONCodec() throws {
+        let path = try CommandRunner.script("auto_reply_json.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/", { codec = "json" }))
+            local answers = {}
+            s:on_connect(function(peer)
+              peer:send({ type = "ping", id = 7 })
+              peer:send({ type = "hello" })
+            end)
+            s:on_message(function(peer, msg) answers[#answers + 1] = mw.json.encode(msg, { sort_keys = true }) end)
+            local c = mw.connect(s:url(), { reconnect = false, codec = "json", auto_reply = {
+              match = function(m) return m.type == "ping" end,
+              reply = function(m) return { type = "pong", id = m.id } end } })
+            local seen = {}
+            c:on_message(function(_, msg) seen[#seen + 1] = msg.type end)
+            print(select(2, pcall(mw.connect, s:url(), { codec = "json", auto_reply = { match = "2", reply = function() return "3" end } })))
+            mw.every(0.01, function(t)
+              if #seen == 1 and #answers == 1 then
+                print(table.concat(seen, ","), answers[1], c:stats().auto_replies)
+                t:cancel() c:close() s:close()
+              end
+            end)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            \(path):13: bad argument #2 to 'mw.connect' (opts.auto_reply.match: with codec = "json" a string match needs a string reply (the bytes are matched before decoding); match the decoded message with a function)
+            hello\t{"id":7,"type":"pong"}\t1
+
+            """)
+    }
+
     @Test func jsonCodecDecodesFramesAndReportsWhatDoesNotDecode() throws {
         let path = try CommandRunner.script("json_codec.lua", """
             local replies = { ['"big"'] = '{"id":9007199254740993,"f":1.0,"a":[]}', ['"bad"'] = '{oops' }

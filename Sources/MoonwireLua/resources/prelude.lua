@@ -337,6 +337,8 @@ local function auto_answer(rules, target, encode, st, raw, message, kind)
       local reply = rule.reply
       if type(reply) == "function" then
         reply = encode(st, reply(message, kind), "auto_reply")
+        -- codec = "json" encodes sends in Swift; a probe's answer is rare enough to take a string.
+        if st.codec and st.codec.native then reply = st.codec.encode(reply) end
         if type(reply) ~= "string" then
           error("auto_reply: the reply function returned a " .. type(reply) .. ", not a string", 0)
         end
