@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Fields without _Atomic are touched only by the thread running the state. */
 struct mw_guard {
@@ -23,6 +24,8 @@ struct mw_guard {
     unsigned long timed_entry;
     double entry_seen;
     int warned;
+    /* When the hook first raised for the pending signal (0: not yet). */
+    double signal_seen;
     double warn_after, limit_after; /* seconds; 0 = never */
     mw_slow_fn on_slow;
     void *on_slow_ctx;
@@ -181,6 +184,19 @@ static double monotonic_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Seconds Lua code may go on catching a signal's interruption before the
+ * process ends without it. */
+#define STUCK_GRACE 1.0
+
+/* Lua code that catches every interruption (a pcall in an endless loop) holds
+ * the thread for good: nothing but ending the process frees it. */
+static _Noreturn void give_up(const char *where, const char *what, int code) {
+    fflush(stdout);
+    fprintf(stderr, "%s: the script %s; moonwire exits with %d\n", where, what, code);
+    fflush(stderr);
+    _exit(code);
+}
+
 /* The hook runs every this many VM instructions: often enough to stop a
  * runaway loop within microseconds, and it reads the clock only then. */
 #define GUARD_INSTRUCTIONS 10000
@@ -188,14 +204,21 @@ static double monotonic_seconds(void) {
 static void guard_hook(lua_State *L, lua_Debug *ar) {
     mw_guard *g = mw_guard_of(L);
     (void)ar;
-    if (atomic_load(&g->signal) != 0) {
+    char where[sizeof g->refused_at];
+    int signo = atomic_load(&g->signal);
+    if (signo != 0) {
         /* SIGINT/SIGTERM: unwind like mw.exit; the host shuts down once the
-         * Lua code is off the stack. Raised again at every hook until then, so
-         * a pcall that catches it does not keep the script spinning. */
+         * Lua code is off the stack. Raised again at every hook until then; a
+         * script whose pcall keeps catching it for a second is ended here. */
+        double now = monotonic_seconds();
+        if (g->signal_seen == 0) g->signal_seen = now;
+        if (now - g->signal_seen >= STUCK_GRACE) {
+            user_location(L, 0, where, sizeof where);
+            give_up(where, "caught the signal's interruption and kept running", 128 + signo);
+        }
         mw_push_exit_sentinel(L);
         lua_error(L);
     }
-    char where[sizeof g->refused_at];
     if (atomic_exchange(&g->interrupt, 0)) {
         user_location(L, 0, where, sizeof where);
         lua_pushfstring(L, "%s: timed out: still running without ever yielding (an endless loop?)", where);
@@ -215,6 +238,9 @@ static void guard_hook(lua_State *L, lua_Debug *ar) {
     if (g->limit_after > 0 && running >= g->limit_after) {
         char message[sizeof where + 160];
         user_location(L, 0, where, sizeof where);
+        /* Raised again at every hook; a callback that catches it for as long
+         * again cannot be stopped, and holds the loop for good. */
+        if (running >= 2 * g->limit_after) give_up(where, "caught its interruption and kept running", 1);
         snprintf(message, sizeof message,
                  "%s: interrupted: the callback ran for %.1f s without returning to the event loop "
                  "(callback timeout %g s)", where, running, g->limit_after);
@@ -281,7 +307,10 @@ void mw_guard_collect_after_refusal(lua_State *L) {
 
 void mw_guard_signal(mw_guard *g, int signo) { atomic_store(&g->signal, signo); }
 
-int mw_guard_take_signal(mw_guard *g) { return atomic_exchange(&g->signal, 0); }
+int mw_guard_take_signal(mw_guard *g) {
+    g->signal_seen = 0;
+    return atomic_exchange(&g->signal, 0);
+}
 
 void mw_guard_interrupt(mw_guard *g) { atomic_store(&g->interrupt, 1); }
 

@@ -48,7 +48,7 @@ struct Listen: ParsableCommand {
 
     @OptionGroup(title: "Display") var session: SessionOptions
 
-    @OptionGroup(title: "Limits (with --script)") var limits: LimitOptions
+    @OptionGroup(title: "Limits of a script") var limits: LimitOptions
 
     @Argument(help: "Where to listen: ws://HOST:PORT[/path], tcp://HOST:PORT, or a port (0 picks a free one).")
     var url: String

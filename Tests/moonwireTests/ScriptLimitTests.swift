@@ -59,6 +59,33 @@ import Testing
         #expect(!(seen + rest).contains("Fatal error"))
     }
 
+    /// A callback whose pcall catches every interruption cannot be unwound: a
+    /// second after SIGTERM the process ends anyway, with 143 and a line saying why.
+    @Test func signalEndsACallbackThatCatchesItsInterruption() throws {
+        let path = try CommandRunner.script("stubborn.lua", """
+            mw.after(0, function()
+              while true do
+                pcall(function() while true do end end)
+              end
+            end)
+            """)
+        let (process, _, err) = CommandRunner.process(["run", "--callback-warning", "0.2", "--callback-timeout", "0", path])
+        try process.run()
+        let deadline = ProcessDeadline(process, seconds: 60)
+        defer { deadline.check("moonwire run stubborn.lua") }
+        var seen = ""
+        while !seen.contains("a callback has run for") {
+            let chunk = err.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += String(decoding: chunk, as: UTF8.self)
+        }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 143)
+        let rest = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(rest.contains("\(path):3: the script caught the signal's interruption and kept running; moonwire exits with 143"))
+    }
+
     /// Past --callback-timeout the callback is interrupted with an error at its
     /// line; with --keep-going the other connection was answered and the same
     /// connection is answered again afterwards.
