@@ -32,21 +32,28 @@ import Testing
         end)
         """
 
-    /// An endless on_message is reported once with its line while it spins, and
-    /// SIGTERM / SIGINT still end the process with 143 / 130.
-    @Test(arguments: [(SIGTERM, Int32(143)), (SIGINT, Int32(130))])
-    func spinningCallbackIsReportedAndASignalEndsIt(signal: Int32, expected: Int32) throws {
-        let path = try CommandRunner.script("spin_signal.lua", Self.server)
-        let (process, _, err) = CommandRunner.process(["run", "--callback-timeout", "0", path, "spin"])
+    /// Starts moonwire and reads its stderr until a slow callback is reported, or
+    /// it ends (one that never reports is killed by the deadline; the caller checks it).
+    static func runUntilReported(_ arguments: [String]) throws -> (Process, Pipe, String, ProcessDeadline) {
+        let (process, _, err) = CommandRunner.process(arguments)
         try process.run()
         let deadline = ProcessDeadline(process, seconds: 60)
-        defer { deadline.check("moonwire run spin_signal.lua") }
         var seen = ""
         while !seen.contains("a callback has run for") {
             let chunk = err.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             seen += String(decoding: chunk, as: UTF8.self)
         }
+        return (process, err, seen, deadline)
+    }
+
+    /// An endless on_message is reported once with its line while it spins, and
+    /// SIGTERM / SIGINT still end the process with 143 / 130.
+    @Test(arguments: [(SIGTERM, Int32(143)), (SIGINT, Int32(130))])
+    func spinningCallbackIsReportedAndASignalEndsIt(signal: Int32, expected: Int32) throws {
+        let path = try CommandRunner.script("spin_signal.lua", Self.server)
+        let (process, err, seen, deadline) = try Self.runUntilReported(["run", "--callback-timeout", "0", path, "spin"])
+        defer { deadline.check("moonwire run spin_signal.lua") }
         #expect(seen.contains("\(path):5: a callback has run for 1 s without returning to the event loop"))
         #expect(seen.contains("(never interrupted: callback timeout 0)"))
         let signalled = Date()
@@ -69,16 +76,8 @@ import Testing
               end
             end)
             """)
-        let (process, _, err) = CommandRunner.process(["run", "--callback-warning", "0.2", "--callback-timeout", "0", path])
-        try process.run()
-        let deadline = ProcessDeadline(process, seconds: 60)
+        let (process, err, _, deadline) = try Self.runUntilReported(["run", "--callback-warning", "0.2", "--callback-timeout", "0", path])
         defer { deadline.check("moonwire run stubborn.lua") }
-        var seen = ""
-        while !seen.contains("a callback has run for") {
-            let chunk = err.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            seen += String(decoding: chunk, as: UTF8.self)
-        }
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         #expect(process.terminationStatus == 143)
