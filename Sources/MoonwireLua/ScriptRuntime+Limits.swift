@@ -35,15 +35,18 @@ extension ScriptRuntime {
     /// allocation: `file:line: out of memory (Lua memory limit 512 MiB reached)`,
     /// at the user's line. The place is the traceback's first line of the
     /// user's code when there is a traceback (a coroutine's), else where the
-    /// main thread was when the allocation was refused.
+    /// main thread was when the allocation was refused; none when neither is
+    /// the user's (the test runner then names the test).
     func explainingMemoryLimit(_ message: String) -> String {
         let lua = "not enough memory"
         guard message.hasPrefix(lua) else { return message }
         var buffer = [CChar](repeating: 0, count: 256)
         guard mw_guard_refusal(vm.guardState, &buffer, buffer.count) != 0 else { return message }
         let limit = ScriptLimits.describe(bytes: mw_guard_memory_limit(vm.guardState))
-        let location = Self.firstUserFrame(inTraceback: message) ?? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return "\(location): out of memory (Lua memory limit \(limit) reached; --memory-limit, mw.limits)" + message.dropFirst(lua.count)
+        let refusedAt = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let location = Self.firstUserFrame(inTraceback: message) ?? (refusedAt == "?" || refusedAt.hasPrefix("moonwire/") ? nil : refusedAt)
+        let text = "out of memory (Lua memory limit \(limit) reached; --memory-limit, mw.limits)" + message.dropFirst(lua.count)
+        return location.map { "\($0): \(text)" } ?? text
     }
 
     /// `file:line` of the first traceback line that is the user's code.

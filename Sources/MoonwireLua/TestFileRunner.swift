@@ -168,6 +168,12 @@ public final class TestFileRunner: @unchecked Sendable {
                 return 0
             }
         }),
+        ("explain_error", { L, ctx in
+            LuaBinding.enter(L, ctx, "explain_error", as: TestFileRunner.self) { runner, args in
+                args.lua.push(runner.runtime.explainingMemoryLimit(try args.string(1)))
+                return 1
+            }
+        }),
         ("take_uncaught", { L, ctx in
             LuaBinding.enter(L, ctx, "take_uncaught", as: TestFileRunner.self) { runner, args in
                 let messages = runner.uncaught.messages

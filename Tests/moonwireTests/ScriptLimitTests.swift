@@ -133,6 +133,25 @@ import Testing
         #expect(r.stderr.contains("\(path):5: out of memory (Lua memory limit 32 MiB reached"))
     }
 
+    /// In `moonwire test` the limit's error ends that test as an error, named at
+    /// the test, and the next test runs.
+    @Test func memoryLimitInATestFile() throws {
+        let path = try CommandRunner.script("memory_test.lua", """
+            describe("memory", function()
+              it("eats", function()
+                local t = {}
+                for i = 1, 1e7 do t[i] = string.rep("q", 1000) .. i end
+              end)
+              it("goes on", function() assert.are.equal(2, 1 + 1) end)
+            end)
+            """)
+        let r = try CommandRunner.run(["test", "--memory-limit", "32M", path], deadline: 60)
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("\(path):2: out of memory (Lua memory limit 32 MiB reached; --memory-limit, mw.limits)"))
+        #expect(r.stdout.contains("PASS  memory goes on"))
+        #expect(r.stdout.hasSuffix("1 passed, 0 failed, 1 errors\n"))
+    }
+
     @Test func limitsExample() throws {
         let r = try CommandRunner.run(["run", "--keep-going", "examples/limits.lua"], deadline: 60)
         #expect(r.status == 0)
