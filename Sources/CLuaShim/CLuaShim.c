@@ -119,10 +119,9 @@ int mw_pcall_traceback(lua_State *L, int nargs, int nresults) {
     return status;
 }
 
-
 /* `file:line` of the first frame from `level` up that is the user's (see
- * where_user), into buf. Reads the stack only: no
- * allocation, so the allocator may call it. */
+ * where_user), into buf. Reads the stack only, allocates nothing: the
+ * allocator may call it. */
 static void user_location(lua_State *L, int level, char *buf, size_t size) {
     lua_Debug ar;
     for (int l = level; lua_getstack(L, l, &ar); l++) {
@@ -140,13 +139,15 @@ static void user_location(lua_State *L, int level, char *buf, size_t size) {
     }
 }
 
+/* After a refusal, this much more is allowed for reporting it (the
+ * traceback, the message). */
+#define REPORT_HEADROOM (1 << 20)
+
 /* Counts every byte the state holds. Past the limit, growth is refused only
  * where Lua can raise the memory error safely: inside a call from the host
  * and with no Swift function running (its frames would be skipped). Anywhere
  * else (the host pushing a message, a Swift binding building its result) the
  * allocation goes through and the next Lua allocation is refused instead. */
-#define REPORT_HEADROOM (1 << 20)
-
 static void *guarded_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     mw_guard *g = ud;
     size_t old = ptr != NULL ? osize : 0;
@@ -155,7 +156,6 @@ static void *guarded_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         g->used -= old;
         return NULL;
     }
-    /* After a refusal, a little more for reporting it (tracebacks, messages). */
     size_t cap = g->limit + (g->refused ? REPORT_HEADROOM : 0);
     if (nsize > old && g->limit != 0 && g->used - old + nsize > cap && g->depth > 0 && g->in_host == 0) {
         if (!g->refused) {
