@@ -307,6 +307,8 @@ void mw_guard_collect_after_refusal(lua_State *L) {
 
 void mw_guard_signal(mw_guard *g, int signo) { atomic_store(&g->signal, signo); }
 
+int mw_guard_pending_signal(mw_guard *g) { return atomic_load(&g->signal); }
+
 int mw_guard_take_signal(mw_guard *g) {
     g->signal_seen = 0;
     return atomic_exchange(&g->signal, 0);

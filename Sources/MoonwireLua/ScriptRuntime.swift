@@ -153,6 +153,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         eventLoop.execute { [self] in takeSignal() }
     }
 
+    /// 128 + the signal the guard holds and the loop has not acted on yet.
+    var pendingSignalCode: Int32? {
+        let signal = mw_guard_pending_signal(vm.guardState)
+        return signal != 0 ? 128 + signal : nil
+    }
+
     /// On the loop: acts on a signal the guard holds, if any.
     func takeSignal() {
         let signal = mw_guard_take_signal(vm.guardState)
@@ -212,13 +218,13 @@ public final class ScriptRuntime: @unchecked Sendable {
             // mw.exit (already finishing), or a signal (taken below).
         }
         callDepth -= 1
-        if callDepth == 0 {
-            // Memory a refused allocation left behind goes now, so that the next
-            // callback (under --keep-going) has it back.
-            mw_guard_collect_after_refusal(lua.L)
-            takeSignal()
-        }
-        if !finished && !isAlive { finish(shutdownCode ?? 0) }
+        // Memory a refused allocation left behind goes now, so that the next
+        // callback (under --keep-going) has it back.
+        if callDepth == 0 { mw_guard_collect_after_refusal(lua.L) }
+        // A signal that unwound this call is acted on by the task `shutdown`
+        // queued, on a clean stack (closes begun in the middle of a channel's
+        // read here went out unflushed); it still sets the exit code.
+        if !finished && !isAlive { finish(shutdownCode ?? pendingSignalCode ?? 0) }
         return completed
     }
 

@@ -32,38 +32,59 @@ import Testing
         end)
         """
 
-    /// Starts moonwire and reads its stderr until a slow callback is reported, or
-    /// it ends (one that never reports is killed by the deadline; the caller checks it).
-    static func runUntilReported(_ arguments: [String]) throws -> (Process, Pipe, String, ProcessDeadline) {
-        let (process, _, err) = CommandRunner.process(arguments)
-        try process.run()
-        let deadline = ProcessDeadline(process, seconds: 60)
+    /// Reads from `handle` until what was read contains `text`, or the end
+    /// (a process that never writes it is killed by its deadline).
+    static func read(_ handle: FileHandle, until text: String) -> String {
         var seen = ""
-        while !seen.contains("a callback has run for") {
-            let chunk = err.fileHandleForReading.availableData
+        while !seen.contains(text) {
+            let chunk = handle.availableData
             if chunk.isEmpty { break }
             seen += String(decoding: chunk, as: UTF8.self)
         }
-        return (process, err, seen, deadline)
+        return seen
     }
 
     /// An endless on_message is reported once with its line while it spins, and
-    /// SIGTERM / SIGINT still end the process with 143 / 130.
+    /// SIGTERM / SIGINT still end the process with 143 / 130, after closing its
+    /// peers cleanly (1001) in the meantime.
     @Test(arguments: [(SIGTERM, Int32(143)), (SIGINT, Int32(130))])
     func spinningCallbackIsReportedAndASignalEndsIt(signal: Int32, expected: Int32) throws {
-        let path = try CommandRunner.script("spin_signal.lua", Self.server)
-        let (process, err, seen, deadline) = try Self.runUntilReported(["run", "--callback-timeout", "0", path, "spin"])
+        let path = try CommandRunner.script("spin_signal.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            s:on_message(function(peer, msg)
+              if msg == "spin" then
+                local n = 0
+                while true do n = n + 1 end
+              end
+            end)
+            print(s:url()) io.stdout:flush()
+            """)
+        let client = try CommandRunner.script("spin_client.lua", """
+            local c = mw.connect(arg[1], { reconnect = false })
+            c:on_open(function() c:send("spin") end)
+            c:on_close(function(c, code, reason, info) print(code, reason, info.by, info.clean) end)
+            """)
+        let (server, out, err) = CommandRunner.process(["run", "--callback-timeout", "0", path])
+        try server.run()
+        let deadline = ProcessDeadline(server, seconds: 60)
         defer { deadline.check("moonwire run spin_signal.lua") }
+        let url = Self.read(out.fileHandleForReading, until: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        let (peer, peerOut, _) = CommandRunner.process(["run", client, url])
+        try peer.run()
+        let peerDeadline = ProcessDeadline(peer, seconds: 60)
+        defer { peerDeadline.check("moonwire run spin_client.lua") }
+        let seen = Self.read(err.fileHandleForReading, until: "a callback has run for")
         #expect(seen.contains("\(path):5: a callback has run for 1 s without returning to the event loop"))
         #expect(seen.contains("(never interrupted: callback timeout 0)"))
         let signalled = Date()
-        kill(process.processIdentifier, signal)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == expected)
+        kill(server.processIdentifier, signal)
+        server.waitUntilExit()
+        #expect(server.terminationStatus == expected)
         // It ends by closing its connections, not by waiting out a timeout.
         #expect(Date().timeIntervalSince(signalled) < 5)
-        let rest = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(!(seen + rest).contains("Fatal error"))
+        peer.waitUntilExit()
+        let closed = String(decoding: peerOut.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(closed == "1001\tserver shutting down\tpeer\ttrue\n")
     }
 
     /// A callback whose pcall catches every interruption cannot be unwound: a
@@ -76,8 +97,11 @@ import Testing
               end
             end)
             """)
-        let (process, err, _, deadline) = try Self.runUntilReported(["run", "--callback-warning", "0.2", "--callback-timeout", "0", path])
+        let (process, _, err) = CommandRunner.process(["run", "--callback-warning", "0.2", "--callback-timeout", "0", path])
+        try process.run()
+        let deadline = ProcessDeadline(process, seconds: 60)
         defer { deadline.check("moonwire run stubborn.lua") }
+        _ = Self.read(err.fileHandleForReading, until: "a callback has run for")
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
         #expect(process.terminationStatus == 143)

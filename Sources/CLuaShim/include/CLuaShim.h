@@ -77,6 +77,7 @@ void mw_guard_on_slow(mw_guard *g, mw_slow_fn fn, void *ctx);
  * mw.exit) until the host takes the signal on its thread. */
 void mw_guard_signal(mw_guard *g, int signo);
 int mw_guard_take_signal(mw_guard *g);
+int mw_guard_pending_signal(mw_guard *g);
 
 /* From any thread: raise a timeout in the running Lua code (`moonwire test`'s
  * watchdog, for code that never yields). */
