@@ -12,15 +12,19 @@ import CLuaShim
 public final class LuaVM {
     /// The main thread's stack.
     public let state: LuaState
+    /// The state's guard (limits, signals, the watchdog): see CLuaShim.h. Its
+    /// flags may be set from any thread.
+    public let guardState: OpaquePointer
 
     public init() {
         guard let L = mw_newstate() else { fatalError("moonwire: cannot create a Lua state (out of memory)") }
         luaL_openlibs(L)
         state = LuaState(L)
+        guardState = mw_guard_of(L)
     }
 
     deinit {
-        lua_close(state.L)
+        mw_close(state.L)
     }
 }
 

@@ -82,13 +82,8 @@ extension ScriptRuntime {
         ("close", { L, ctx in
             LuaBinding.enter(L, ctx, "c:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let c = try rt.connection(args)
-                let code = try args.optionalInteger(2) ?? 1000
-                guard (0...4999).contains(code), WebSocketCloseCode.isValidOnWire(UInt16(code)) else {
-                    throw args.error(2, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
-                }
-                let reason = args.isNoneOrNil(3) ? "" : try args.string(3)
-                guard reason.utf8.count <= 123 else { throw args.error(3, "a close reason is at most 123 bytes") }
-                args.lua.push(c.connection.close(code: UInt16(code), reason: reason))
+                let (code, reason) = try args.closeCodeAndReason()
+                args.lua.push(c.connection.close(code: code, reason: reason))
                 return 1
             }
         }),
@@ -543,5 +538,19 @@ extension ScriptRuntime {
         default:
             throw LuaFramingError(description: "the framing function must return a message and the bytes it consumed (1 to \(buffer.readableBytes)), or nil")
         }
+    }
+}
+
+extension LuaArguments {
+    /// `close([code [, reason]])` of a connection or a peer: a code a close frame
+    /// may carry (default 1000) and a reason of at most 123 bytes, else misuse.
+    func closeCodeAndReason() throws(LuaArgumentError) -> (code: UInt16, reason: String) {
+        let code = try optionalInteger(2) ?? 1000
+        guard (0...4999).contains(code), WebSocketCloseCode.isValidOnWire(UInt16(code)) else {
+            throw error(2, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
+        }
+        let reason = isNoneOrNil(3) ? "" : try string(3)
+        guard reason.utf8.count <= 123 else { throw error(3, "a close reason is at most 123 bytes") }
+        return (UInt16(code), reason)
     }
 }

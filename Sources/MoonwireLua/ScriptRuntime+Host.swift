@@ -27,6 +27,9 @@ extension ScriptRuntime {
         ("exit", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.exit", as: ScriptRuntime.self) { rt, args in try rt.exit(args) }
         }),
+        ("limits", { L, ctx in
+            LuaBinding.enter(L, ctx, "mw.limits", as: ScriptRuntime.self) { rt, args in try rt.setLimits(args) }
+        }),
         ("log", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.log", as: ScriptRuntime.self) { rt, args in try rt.log(args) }
         }),
@@ -88,7 +91,8 @@ extension ScriptRuntime {
             guard (0...255).contains(n) else { throw args.error(1, "exit code must be 0 to 255") }
             code = Int32(n)
         }
-        finish(code)
+        // A signal's shutdown under way keeps its 130 / 143.
+        finish(shutdownCode ?? code)
         throw LuaError.exit
     }
 

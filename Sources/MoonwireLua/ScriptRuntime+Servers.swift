@@ -94,11 +94,8 @@ extension ScriptRuntime {
         ("close", { L, ctx in
             LuaBinding.enter(L, ctx, "peer:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
                 let p = try rt.peer(args)
-                let code = try args.optionalInteger(2) ?? 1000
-                guard (0...4999).contains(code), WebSocketCloseCode.isValidOnWire(UInt16(code)) else {
-                    throw args.error(1, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
-                }
-                try? p.peer.close(code: UInt16(code), reason: args.isNoneOrNil(3) ? "" : try args.string(3))
+                let (code, reason) = try args.closeCodeAndReason()
+                try p.peer.close(code: code, reason: reason)
                 return 0
             }
         }),

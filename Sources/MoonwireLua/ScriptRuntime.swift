@@ -32,11 +32,14 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var recorder: SessionRecorder?
         /// `run --shard I/N`: this process's part of `mw.rate` and `mw.vus`.
         public var shard: Shard?
+        /// The limits given on the command line; they win over the script's `mw.limits`.
+        public var limits: ScriptLimits
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
-            worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil
+            worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil, limits: ScriptLimits = .init()
         ) {
+            self.limits = limits
             self.recorder = recorder
             self.keepGoing = keepGoing
             self.logger = logger
@@ -98,6 +101,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.timers = TimerScheduler(eventLoop: eventLoop)
         self.completionPromise = eventLoop.makePromise()
         metrics.shard = options.shard
+        installGuard()
         installModule()
     }
 
@@ -140,21 +144,34 @@ public final class ScriptRuntime: @unchecked Sendable {
         }
     }
 
-    /// SIGINT / SIGTERM: stop timers and servers, close every connection with 1001
-    /// (going away), and end with 128 + signal once they are closed, or after the
-    /// close timeout at the latest. From then on the script cannot open anything new.
+    /// SIGINT / SIGTERM, from any thread: stop timers and servers, close every
+    /// connection with 1001 (going away), and end with 128 + signal once they are
+    /// closed, or after the close timeout at the latest. From then on the script
+    /// cannot open anything new. Lua code running right now (a callback in an
+    /// endless loop) is unwound first, by the guard's count hook.
     public func shutdown(signal: Int32) {
-        eventLoop.execute { [self] in
-            guard !finished, shutdownCode == nil else { return }
-            let code = 128 + signal
-            shutdownCode = code
-            timers.cancelAll()
-            for s in Array(servers.values) { closeServer(s) }
-            let open = Array(connections.values)
-            guard !open.isEmpty else { return finish(code) }
-            for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
-            eventLoop.scheduleTask(in: closeGrace) { [weak self] in self?.finish(code) }
-        }
+        mw_guard_signal(vm.guardState, signal)
+        eventLoop.execute { [self] in takeSignal() }
+    }
+
+    /// 128 + the signal the guard holds and the loop has not acted on yet.
+    var pendingSignalCode: Int32? {
+        let signal = mw_guard_pending_signal(vm.guardState)
+        return signal != 0 ? 128 + signal : nil
+    }
+
+    /// On the loop: acts on a signal the guard holds, if any.
+    func takeSignal() {
+        let signal = mw_guard_take_signal(vm.guardState)
+        guard signal != 0, !finished, shutdownCode == nil else { return }
+        let code = 128 + signal
+        shutdownCode = code
+        timers.cancelAll()
+        for s in Array(servers.values) { closeServer(s) }
+        let open = Array(connections.values)
+        guard !open.isEmpty else { return finish(code) }
+        for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
+        eventLoop.scheduleTask(in: closeGrace) { [weak self] in self?.finish(code) }
     }
 
     /// How long an ending script waits for its connections and servers to close:
@@ -192,17 +209,31 @@ public final class ScriptRuntime: @unchecked Sendable {
             return false
         }
         var completed = false
+        callDepth += 1
         do throws(LuaError) {
             try lua.call(arguments: arguments, results: results)
             completed = true
         } catch .runtime(let message) {
             uncaught(message)
         } catch {
-            // mw.exit: already finishing.
+            // mw.exit (already finishing), or a signal (taken below).
         }
-        if !finished && !isAlive { finish(shutdownCode ?? 0) }
+        callDepth -= 1
+        // Memory a refused allocation left behind goes now, so that the next
+        // callback (under --keep-going) has it back.
+        if callDepth == 0 { mw_guard_collect_after_refusal(lua.L) }
+        // A signal that unwound this call is acted on by the task `shutdown`
+        // queued, on a clean stack (closes begun in the middle of a channel's
+        // read here went out unflushed); it still sets the exit code.
+        if !finished && !isAlive { finish(shutdownCode ?? pendingSignalCode ?? 0) }
         return completed
     }
+
+    /// Calls into Lua in progress (a Swift function that Lua called may call in again).
+    private var callDepth = 0
+
+    /// What the script chose with `mw.limits` (the command line's choices win).
+    var scriptLimits = ScriptLimits()
 
     /// Set while shutting down on a signal: the exit code once everything closed.
     var shutdownCode: Int32?
@@ -222,7 +253,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// Returns true when the script goes on.
     @discardableResult
     func uncaught(_ message: String) -> Bool {
-        options.reportError(message)
+        options.reportError(explainingMemoryLimit(message))
         if options.keepGoing { return true }
         finish(1)
         return false

@@ -89,20 +89,19 @@ public final class TestFileRunner: @unchecked Sendable {
     private var runtime: ScriptRuntime!
     private let uncaught = UncaughtErrors()
     private var results: [TestCaseResult] = []
-    private let watchdogFlag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
     private var watchdogTimer: DispatchSourceTimer?
     /// The runner's function that ends the running test when a callback raised.
     private var onUncaught: LuaReference?
 
-    public init(eventLoop: EventLoop, logger: Logger) {
-        watchdogFlag.initialize(to: 0)
+    /// `memoryLimit`: bytes the file's Lua state may hold (nil: the default, 0: none).
+    public init(eventLoop: EventLoop, logger: Logger, memoryLimit: Int? = nil) {
         let uncaught = self.uncaught
         runtime = ScriptRuntime(
             eventLoop: eventLoop,
             options: .init(keepGoing: true, logger: logger, reportError: { message in
                 uncaught.messages.append(message)
                 uncaught.notify?()
-            })
+            }, limits: ScriptLimits(memory: memoryLimit, callbackWarning: 0, callbackTimeout: 0))
         )
         runtime.heldOpen = true
         // Called while the callback's error unwinds: tell the runner on a clean stack.
@@ -113,9 +112,6 @@ public final class TestFileRunner: @unchecked Sendable {
 
     deinit {
         watchdogTimer?.cancel()
-        // Every Lua thread holds the flag's address: close the state before freeing it.
-        runtime = nil
-        watchdogFlag.deallocate()
     }
 
     /// Runs the file's tests.
@@ -151,7 +147,6 @@ public final class TestFileRunner: @unchecked Sendable {
     private func installTestHost() {
         let lua = runtime.lua
         guard let internals = runtime.preludeInternals else { return }
-        mw_watchdog_install(lua.L, watchdogFlag)
         lua.getGlobal("mw")
         lua.push(internals)
         for (name, function) in Self.functions {
@@ -188,6 +183,12 @@ public final class TestFileRunner: @unchecked Sendable {
                 return 0
             }
         }),
+        ("explain_error", { L, ctx in
+            LuaBinding.enter(L, ctx, "explain_error", as: TestFileRunner.self) { runner, args in
+                args.lua.push(runner.runtime.explainingMemoryLimit(try args.string(1)))
+                return 1
+            }
+        }),
         ("take_uncaught", { L, ctx in
             LuaBinding.enter(L, ctx, "take_uncaught", as: TestFileRunner.self) { runner, args in
                 let messages = runner.uncaught.messages
@@ -203,12 +204,13 @@ public final class TestFileRunner: @unchecked Sendable {
     private func watchdog(arm timeout: Double?) {
         watchdogTimer?.cancel()
         watchdogTimer = nil
-        mw_watchdog_reset(watchdogFlag)
+        mw_guard_clear_interrupt(runtime.vm.guardState)
         guard let timeout else { return }
         let timer = DispatchSource.makeTimerSource(queue: .global())
-        let flag = watchdogFlag
+        // deinit cancels the timer before the state (and its guard) goes.
+        let state = runtime.vm.guardState
         timer.schedule(deadline: .now() + timeout + 1)
-        timer.setEventHandler { mw_watchdog_trigger(flag) }
+        timer.setEventHandler { mw_guard_interrupt(state) }
         timer.resume()
         watchdogTimer = timer
     }

@@ -48,6 +48,8 @@ struct Listen: ParsableCommand {
 
     @OptionGroup(title: "Display") var session: SessionOptions
 
+    @OptionGroup(title: "Limits of a script") var limits: LimitOptions
+
     @Argument(help: "Where to listen: ws://HOST:PORT[/path], tcp://HOST:PORT, or a port (0 picks a free one).")
     var url: String
 
@@ -112,7 +114,10 @@ struct Listen: ParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let runtime = ScriptRuntime(
             eventLoop: group.next(),
-            options: .init(keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1)
+            options: .init(
+                keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1,
+                limits: try limits.limits()
+            )
         )
         let signals = SignalTrap { runtime.shutdown(signal: $0) }
         let source = String(decoding: PackageResources.listen_script_lua, as: UTF8.self)

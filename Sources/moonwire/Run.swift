@@ -42,6 +42,8 @@ struct Run: ParsableCommand {
 
     @OptionGroup var recording: RecordOptions
 
+    @OptionGroup(title: "Limits") var limits: LimitOptions
+
     @Argument(help: "The Lua script to run.")
     var script: String
 
@@ -58,6 +60,7 @@ struct Run: ParsableCommand {
         try ScriptFile.checkReadable(script)
         let recorder = try recording.makeRecorder()
         let shard = try measured.resolvedShard()
+        let chosenLimits = try limits.limits()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: workers)
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
@@ -68,7 +71,7 @@ struct Run: ParsableCommand {
                 options: .init(
                     keepGoing: keepGoing, logger: global.makeLogger(worker: named),
                     reportError: { [global] in global.reportError($0, worker: named) },
-                    worker: worker, workers: workers, recorder: recorder
+                    worker: worker, workers: workers, recorder: recorder, limits: chosenLimits
                 ).sliced(shard: shard, worker: worker, workers: workers)
             )
             runtime.metrics.shard = shard

@@ -70,6 +70,8 @@ struct Test: ParsableCommand {
     @Flag(help: "Print where each test is declared and its name, without running any.")
     var list = false
 
+    @OptionGroup var memory: MemoryLimitOption
+
     @Argument(help: "Test files or folders (default: tests/ or spec/).")
     var paths: [String] = []
 
@@ -203,7 +205,7 @@ struct Test: ParsableCommand {
 
     private func runFile(_ file: String, run: Int?, options: TestFileRunner.Options, on loop: EventLoop) -> TestFileReport {
         let start = Date()
-        let runner = TestFileRunner(eventLoop: loop, logger: global.makeLogger())
+        let runner = TestFileRunner(eventLoop: loop, logger: global.makeLogger(), memoryLimit: try? memory.bytes())
         let results: [TestCaseResult]
         do {
             results = try runner.run(file: file, options: options).wait()

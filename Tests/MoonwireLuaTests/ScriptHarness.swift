@@ -12,7 +12,9 @@ final class ScriptHarness: @unchecked Sendable {
     let runtime: ScriptRuntime
     private(set) var errors: [String] = []
 
-    init(keepGoing: Bool = false) {
+    /// No callback timeout unless a test asks for one: stress loops in a main
+    /// chunk run far slower under AddressSanitizer.
+    init(keepGoing: Bool = false, limits: ScriptLimits = .init(callbackTimeout: 0)) {
         // A loop of its own, so that a test busy in Lua does not delay another's timers.
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
@@ -20,7 +22,7 @@ final class ScriptHarness: @unchecked Sendable {
         let errorsBox = ErrorBox()
         runtime = ScriptRuntime(
             eventLoop: loop,
-            options: .init(keepGoing: keepGoing, logger: logger, reportError: { errorsBox.messages.append($0) })
+            options: .init(keepGoing: keepGoing, logger: logger, reportError: { errorsBox.messages.append($0) }, limits: limits)
         )
         self.errorBox = errorsBox
     }

@@ -42,16 +42,47 @@ int mw_pcall_traceback(lua_State *L, int nargs, int nresults);
 void mw_push_exit_sentinel(lua_State *L);
 int mw_is_exit_sentinel(lua_State *L, int idx);
 
-/* A new state whose allocation failures and panics abort with a message
- * instead of jumping to nowhere. */
-lua_State *mw_newstate(void);
+/* What keeps one state's script from taking the process down (CLuaShim.c),
+ * shared by all its threads through the extra space. */
+typedef void (*mw_slow_fn)(void *ctx, const char *where, double seconds);
+typedef struct mw_guard mw_guard;
 
-/* The watchdog of `moonwire test`: a count hook on every thread of the state
- * (coroutines inherit it) that raises a timeout error once `flag` is set from
- * another thread. This interrupts Lua code that never yields. */
-void mw_watchdog_install(lua_State *L, int *flag);
-void mw_watchdog_trigger(int *flag);
-void mw_watchdog_reset(int *flag);
+/* A new state with its guard: a counting allocator with an optional limit,
+ * a panic handler that aborts with a message, and a count hook on every
+ * thread (coroutines inherit it) that acts on the guard's flags and limits. */
+lua_State *mw_newstate(void);
+/* lua_close, then frees the guard. */
+void mw_close(lua_State *L);
+mw_guard *mw_guard_of(lua_State *L);
+
+/* Past `bytes` held (0: no limit), allocations that Lua code makes are refused,
+ * which raises Lua's memory error there. */
+void mw_guard_set_memory_limit(mw_guard *g, size_t bytes);
+size_t mw_guard_memory_used(mw_guard *g);
+size_t mw_guard_memory_limit(mw_guard *g);
+/* Whether an allocation was refused (since the last collection below); if so,
+ * where: the user's file:line on the main thread at the time, or "?". */
+int mw_guard_refusal(mw_guard *g, char *where, size_t size);
+/* After a call from the host: if an allocation was refused, a full collection
+ * (what the failed code built is garbage now) and the refusal forgotten. */
+void mw_guard_collect_after_refusal(lua_State *L);
+
+/* A call from the host that runs `warn_after` seconds calls `on_slow` once
+ * with the user's file:line; past `limit_after` it is interrupted with an
+ * error there. 0 turns either off. */
+void mw_guard_set_callback_limits(mw_guard *g, double warn_after, double limit_after);
+void mw_guard_on_slow(mw_guard *g, mw_slow_fn fn, void *ctx);
+
+/* From any thread: a signal arrived. Running Lua code unwinds (as with
+ * mw.exit) until the host takes the signal on its thread. */
+void mw_guard_signal(mw_guard *g, int signo);
+int mw_guard_take_signal(mw_guard *g);
+int mw_guard_pending_signal(mw_guard *g);
+
+/* From any thread: raise a timeout in the running Lua code (`moonwire test`'s
+ * watchdog, for code that never yields). */
+void mw_guard_interrupt(mw_guard *g);
+void mw_guard_clear_interrupt(mw_guard *g);
 
 /* Macro wrappers. */
 static inline int mw_upvalueindex(int i) { return lua_upvalueindex(i); }

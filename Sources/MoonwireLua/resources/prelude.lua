@@ -110,6 +110,7 @@ mw.after = host.after
 mw.every = host.every
 mw.now = host.now
 mw.exit = host.exit
+mw.limits = host.limits
 mw.hex = host.hex
 mw.unhex = host.unhex
 mw.base64 = host.base64

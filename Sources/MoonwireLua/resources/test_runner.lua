@@ -372,6 +372,10 @@ local function run_bounded(fn)
   end
   co = coroutine.create(function()
     local ok, err = xpcall(fn, handler)
+    -- A memory error skips the handler: Lua's bare "not enough memory".
+    if not ok and type(err) ~= "table" then
+      err = { message = host.explain_error(tostring(err)), traceback = "", failure = false }
+    end
     finish(ok or err)
   end)
   host.take_uncaught()

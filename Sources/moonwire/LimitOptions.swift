@@ -1,0 +1,48 @@
+import ArgumentParser
+import MoonwireLua
+
+/// `--memory-limit`, for every command that runs Lua (run, listen --script, test).
+struct MemoryLimitOption: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Bytes the script's Lua state may hold, such as 512M or 2G; 0 for no limit. Past it an allocation is a Lua error at the script's line. Default: 1G, at most half the machine's memory shared by the workers.",
+        valueName: "bytes"))
+    var memoryLimit: String?
+
+    func validate() throws { _ = try bytes() }
+
+    func bytes() throws -> Int? {
+        guard let memoryLimit else { return nil }
+        if memoryLimit == "0" { return 0 }
+        let bytes = try ArgumentValues.size(memoryLimit, flag: "--memory-limit")
+        guard bytes >= ScriptLimits.minimumMemory else {
+            throw ValidationError("--memory-limit \(memoryLimit) is too small for the Lua state itself; give 8M or more, or 0 for no limit")
+        }
+        return bytes
+    }
+}
+
+/// `run` and `listen --script`: the memory limit and how long a callback may hold the event loop.
+struct LimitOptions: ParsableArguments {
+    @OptionGroup var memory: MemoryLimitOption
+
+    @Option(help: ArgumentHelp(
+        "Seconds a callback may run without returning to the event loop before it is interrupted with a Lua error at its line; 0 never interrupts. Default: 10.",
+        valueName: "seconds"))
+    var callbackTimeout: Double?
+
+    @Option(help: ArgumentHelp(
+        "Seconds a callback may run before it is reported on stderr (once, with its file:line); 0 never reports. Default: 1.",
+        valueName: "seconds"))
+    var callbackWarning: Double?
+
+    func validate() throws { _ = try limits() }
+
+    /// What the command line chose; the rest is left to the script's mw.limits and the defaults.
+    func limits() throws -> ScriptLimits {
+        ScriptLimits(
+            memory: try memory.bytes(),
+            callbackWarning: try callbackWarning.map { try ArgumentValues.seconds($0, flag: "--callback-warning") },
+            callbackTimeout: try callbackTimeout.map { try ArgumentValues.seconds($0, flag: "--callback-timeout") }
+        )
+    }
+}
