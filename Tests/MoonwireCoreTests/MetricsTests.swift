@@ -62,6 +62,20 @@ import Testing
         #expect(merged.metrics.first { $0.name == "n" }?.value == 10_000)
     }
 
+    /// Each metric's unit in the summary file: times for histograms, bytes for what is
+    /// named in bytes (counters and gauges alike), a plain number for the rest.
+    @Test func summaryUnitsFollowTheMetricsNames() throws {
+        let m = MetricsRegistry()
+        _ = try m.register(.histogram, name: "lat")
+        _ = try m.register(.counter, name: "bytes_in")
+        _ = try m.register(.gauge, name: "buffered_bytes")
+        _ = try m.register(.counter, name: "messages_in")
+        _ = try m.register(.gauge, name: "connections_open")
+        let decoded = try MetricsSnapshot.decode(m.snapshot(duration: 1).encoded(), from: "summary")
+        let units = Dictionary(uniqueKeysWithValues: decoded.metrics.map { ($0.name, $0.unit ?? "") })
+        #expect(units == ["lat": "s", "bytes_in": "bytes", "buffered_bytes": "bytes", "messages_in": "1", "connections_open": "1"])
+    }
+
     @Test func thresholdsParseAndCheck() throws {
         let m = MetricsRegistry()
         let h = try m.register(.histogram, name: "lat")

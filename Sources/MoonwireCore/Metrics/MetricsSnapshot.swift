@@ -34,8 +34,8 @@ public struct MetricsSnapshot: Codable, Sendable {
         /// Gauge: the highest value it had.
         public var max: Double?
         public var histogram: EncodedHistogram?
-        /// What the figures are in: `s` for histograms (times), `bytes` for the byte
-        /// counters, `1` for the rest. Written by ``encoded()``; a file's own is not read back.
+        /// What the figures are in: `s` for histograms (times), `bytes` for counters and
+        /// gauges named `bytes_*` or `*_bytes` (as `moonwire report` reads them), `1` for the rest. Written by ``encoded()``; a file's own is not read back.
         public var unit: String?
         /// The figures the table prints, for a reader without an HDR decoder (`jq`).
         /// Written by ``encoded()`` from `value`, `max` and `histogram`, which stay the
@@ -57,7 +57,7 @@ public struct MetricsSnapshot: Codable, Sendable {
         var derivedUnit: String {
             switch kind {
             case .histogram: "s"
-            case .counter where name == "bytes_in" || name == "bytes_out": "bytes"
+            case _ where name.hasPrefix("bytes_") || name.hasSuffix("_bytes"): "bytes"
             default: "1"
             }
         }
