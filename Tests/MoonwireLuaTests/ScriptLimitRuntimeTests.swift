@@ -85,4 +85,26 @@ import Testing
         #expect(harness.reported.first?.hasPrefix("test.lua:3: interrupted: the callback ran for") == true)
         #expect(try harness.global("done") == .boolean(true))
     }
+
+    /// The hook is set only once a call runs long, on the thread running then:
+    /// a coroutine the user resumes or wraps inside a callback is interrupted
+    /// too, and so is one created after the hook was set.
+    @Test func callbackTimeoutInterruptsAUsersOwnCoroutine() throws {
+        let harness = ScriptHarness(keepGoing: true, limits: ScriptLimits(callbackWarning: 0, callbackTimeout: 0.2))
+        let code = try harness.run("""
+            mw.after(0, function()
+              local co = coroutine.create(function() while true do end end)
+              caught = { coroutine.resume(co) }
+              coroutine.wrap(function() while true do end end)()
+            end)
+            mw.after(0.01, function() done = true end)
+            """)
+        #expect(code == 0)
+        let caught = try harness.global("caught").sequence
+        #expect(caught.first == .boolean(false))
+        #expect(caught.last?.text?.hasPrefix("test.lua:2: interrupted: the callback ran for") == true)
+        #expect(harness.reported.count == 1)
+        #expect(harness.reported.first?.contains("test.lua:4: interrupted: the callback ran for") == true)
+        #expect(try harness.global("done") == .boolean(true))
+    }
 }
