@@ -41,6 +41,8 @@ if mw.args[1] == "listen" then
   end)
 else
   local c = mw.connect(mw.args[1] or "ws://127.0.0.1:8000/", { auto_reply = rules, reconnect = false })
+  -- The same, one rule at a time after connecting (match as in c:expect):
+  c:answer("^%s*%[%s*\"ping\"", '["pong"]')                   -- an array-framed ping
   c:on_message(function(conn, msg)
     handle(conn, msg, function() conn:close() end)
   end)

@@ -134,7 +134,7 @@ import Testing
               match = function(m) return m.type == "ping" end,
               reply = function(m) return { type = "pong", id = m.id } end } })
             local seen = {}
-            c:on_message(function(_, msg) seen[#seen + 1] = msg.type end)
+            c:on_message(function(_, msg) seen[#seen + 1] = type(msg) == "table" and msg.type or tostring(msg) end)
             print(select(2, pcall(mw.connect, s:url(), { codec = "json", auto_reply = { match = "2", reply = function() return "3" end } })))
             mw.every(0.01, function(t)
               if #seen == 1 and #answers == 1 then
@@ -148,6 +148,46 @@ import Testing
         #expect(r.stdout == """
             \(path):13: bad argument #2 to 'mw.connect' (opts.auto_reply.match: with codec = "json" a string match needs a string reply (the bytes are matched before decoding); match the decoded message with a function)
             hello\t{"id":7,"type":"pong"}\t1
+
+            """)
+    }
+
+    /// c:answer(match, reply): `match` as in c:expect (pattern, table subset, function),
+    /// `reply` a message through the codec or a function; answered pings are consumed.
+    @Test func answerRepliesToThePeersPings() throws {
+        let path = try CommandRunner.script("answer.lua", """
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            local got = {}
+            s:on_connect(function(peer)
+              for _, m in ipairs { "2", '{"type":"ping","id":7}', '{"type":"hb"}', '{"type":"hello"}' } do peer:send(m) end
+            end)
+            s:on_message(function(peer, msg) got[#got + 1] = msg end)
+            local c = mw.connect(s:url(), { reconnect = false, codec = "json" })
+            c:answer({ type = "ping" }, function(m) return { pong = m.id } end)
+            c:answer(function(m) return type(m) == "table" and m.type == "hb" end, { type = "hb_ack" })
+            local plain = mw.connect(s:url(), { reconnect = false })
+            plain:answer("^2$", "3")
+            local seen = {}
+            c:on_message(function(_, msg) seen[#seen + 1] = type(msg) == "table" and msg.type or tostring(msg) end)
+            plain:on_message(function(_, msg) seen[#seen + 1] = "plain " .. msg:sub(1, 11) end)
+            print(select(2, pcall(function() c:answer("%", "x") end)))
+            print(select(2, pcall(function() c:answer("x", 42) end)))
+            mw.every(0.01, function(t)
+              if #got == 3 and #seen == 5 then
+                table.sort(got) table.sort(seen)
+                print(table.concat(got, " "))
+                print(table.concat(seen, ","), c:stats().auto_replies, plain:stats().auto_replies)
+                t:cancel() c:close() plain:close() s:close()
+              end
+            end)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            \(path):15: bad argument #1 to 'c:answer' (bad Lua pattern "%": malformed pattern (ends with '%'))
+            \(path):16: bad argument #2 to 'c:answer' (message or function expected, got number)
+            3 {"pong":7} {"type":"hb_ack"}
+            2,hello,plain {"type":"hb,plain {"type":"he,plain {"type":"pi\t2\t1
 
             """)
     }
@@ -239,7 +279,7 @@ import Testing
             open
             on_ready\tready
             true\tready\tfalse
-            false\t\(path):18: bad argument #2 to 'mw.connect' (opts.ready: "open" or "manual" expected, got "later")
+            false\t\(path):16: bad argument #2 to 'mw.connect' (opts.ready: "open" or "manual" expected, got "later")
             hello,a,b
 
             """)

@@ -654,6 +654,23 @@ function methods.expect(self, match, timeout)
   return reply, kind
 end
 
+-- c:answer(match, reply): one more of the peer's pings answered for the script,
+-- as a rule of auto_reply with a function: `match` as in c:expect, `reply` a
+-- message (through the codec, as c:send sends it) or fn(msg, kind) -> message.
+function methods.answer(self, match, reply)
+  local st = state_of(self, "c:answer")
+  match = matcher(match, 1, "c:answer")
+  local t = type(reply)
+  if t ~= "function" and t ~= "string" and t ~= "table" then
+    error(("bad argument #2 to 'c:answer' (message or function expected, got %s)"):format(t), user_level(2))
+  end
+  local answer = reply
+  if t ~= "function" then answer = function() return reply end end
+  local rules = st.auto_rules or {}
+  rules[#rules + 1] = { match = match, reply = answer }
+  st.auto_rules = rules
+end
+
 local events = {}
 
 function events.open(c, info)
