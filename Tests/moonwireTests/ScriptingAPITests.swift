@@ -134,7 +134,7 @@ import Testing
               match = function(m) return m.type == "ping" end,
               reply = function(m) return { type = "pong", id = m.id } end } })
             local seen = {}
-            c:on_message(function(_, msg) seen[#seen + 1] = type(msg) == "table" and msg.type or tostring(msg) end)
+            c:on_message(function(_, msg) seen[#seen + 1] = msg.type end)
             print(select(2, pcall(mw.connect, s:url(), { codec = "json", auto_reply = { match = "2", reply = function() return "3" end } })))
             mw.every(0.01, function(t)
               if #seen == 1 and #answers == 1 then
@@ -279,7 +279,7 @@ import Testing
             open
             on_ready\tready
             true\tready\tfalse
-            false\t\(path):16: bad argument #2 to 'mw.connect' (opts.ready: "open" or "manual" expected, got "later")
+            false\t\(path):18: bad argument #2 to 'mw.connect' (opts.ready: "open" or "manual" expected, got "later")
             hello,a,b
 
             """)
