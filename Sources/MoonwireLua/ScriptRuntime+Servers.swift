@@ -341,10 +341,15 @@ extension LuaArguments {
         }) { (handler: @escaping (UnsafeRawBufferPointer) -> Void) -> Int32 in
             let sink = JSONSink(handler)
             var sinkResult: Int32 = 0
-            return mw_json_encode_to(lua.L, index, { context, bytes, count in
-                Unmanaged<JSONSink>.fromOpaque(context!).takeUnretainedValue().body(UnsafeRawBufferPointer(start: bytes, count: count))
-                return 0
-            }, Unmanaged.passUnretained(sink).toOpaque(), &sinkResult)
+            // The encoder calls back through an unretained pointer: keep the sink alive
+            // until it returns (ARC may otherwise end it after passUnretained).
+            return withExtendedLifetime(sink) {
+                mw_json_encode_to(lua.L, index, { context, bytes, count in
+                    guard let context else { return -1 }
+                    Unmanaged<JSONSink>.fromOpaque(context).takeUnretainedValue().body(UnsafeRawBufferPointer(start: bytes, count: count))
+                    return 0
+                }, Unmanaged.passUnretained(sink).toOpaque(), &sinkResult)
+            }
         }
         guard status == LUA_OK, let outcome else {
             var message = lua.popString()
