@@ -2,9 +2,6 @@
 
 #include <malloc.h>
 
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,35 +9,15 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Fields without _Atomic are touched only by the thread running the state
- * (and by its arm signal's handler, which interrupts that thread). */
+/* Fields without _Atomic are touched only by the thread running the state. */
 struct mw_guard {
     /* Set from other threads, read by the count hook. */
     _Atomic int interrupt; /* the test runner's watchdog: raise a timeout now */
     _Atomic int signal;    /* SIGINT/SIGTERM waiting for the host to act on it */
     lua_State *main;
-    /* Calls from the host in progress (mw_pcall_traceback), and how many began;
-     * the monitor thread reads them. */
-    _Atomic int depth;
-    _Atomic unsigned long entry;
-    /* When the outermost call began, and on which
-     * thread: the one the monitor sends the arm signal to. */
-    _Atomic double entry_start;
-    _Atomic pthread_t loop;
-    /* The Lua thread running now: the main thread or the coroutine that
-     * tracked_resume (coroutine.resume/wrap) entered last. */
-    lua_State *volatile running;
-    /* Whether the count hook is set (on `running`, main and every thread
-     * resumed since): from the arm signal's handler until the outermost call
-     * from the host returns. No hook otherwise, so Lua runs at full speed. */
-    _Atomic int armed;
-    /* The monitor thread: wakes every MONITOR_PERIOD, arms the hook when a
-     * call from the host nears its warning/timeout or a flag is pending. */
-    pthread_t monitor;
-    int has_monitor;
-    pthread_mutex_t monitor_lock;
-    pthread_cond_t monitor_wake;
-    int monitor_stop;
+    /* Calls from the host in progress (mw_pcall_traceback), and how many began. */
+    int depth;
+    unsigned long entry;
     /* Swift functions running inside the innermost call from the host. */
     int in_host;
     /* How long the current call from the host has run, as the hook sees it. */
@@ -49,7 +26,7 @@ struct mw_guard {
     int warned;
     /* When the hook first raised for the pending signal (0: not yet). */
     double signal_seen;
-    _Atomic double warn_after, limit_after; /* seconds; 0 = never */
+    double warn_after, limit_after; /* seconds; 0 = never */
     mw_slow_fn on_slow;
     void *on_slow_ctx;
     /* Memory: bytes held, the limit (0 = none), and the last refusal. */
@@ -130,9 +107,6 @@ int mw_message_handler(lua_State *L) {
     return 1;
 }
 
-static void entered(mw_guard *g);
-static void left(mw_guard *g, lua_State *L);
-
 int mw_pcall_traceback(lua_State *L, int nargs, int nresults) {
     mw_guard *g = mw_guard_of(L);
     int base = lua_gettop(L) - nargs;
@@ -143,15 +117,9 @@ int mw_pcall_traceback(lua_State *L, int nargs, int nresults) {
      * Swift function that Lua called. */
     int in_host = g->in_host;
     g->in_host = 0;
-    lua_State *running = g->running;
-    g->running = L;
-    int depth = atomic_load_explicit(&g->depth, memory_order_relaxed);
-    if (depth == 0) entered(g);
-    atomic_store_explicit(&g->depth, depth + 1, memory_order_relaxed);
+    if (g->depth++ == 0) g->entry++;
     int status = lua_pcall(L, nargs, nresults, base);
-    atomic_store_explicit(&g->depth, depth, memory_order_relaxed);
-    if (depth == 0) left(g, L);
-    g->running = running;
+    g->depth--;
     g->in_host = in_host;
     lua_remove(L, base);
     return status;
@@ -265,11 +233,12 @@ static void guard_hook(lua_State *L, lua_Debug *ar) {
     if (g->depth == 0 || (g->warn_after <= 0 && g->limit_after <= 0)) return;
     double now = monotonic_seconds();
     if (g->timed_entry != g->entry) {
-        /* The first hook of this call from the host (armed by the monitor
-         * shortly before the warning is due). */
+        /* The first hook of this call from the host: it began at most a few
+         * thousand instructions ago. */
         g->timed_entry = g->entry;
-        g->entry_seen = atomic_load_explicit(&g->entry_start, memory_order_relaxed);
+        g->entry_seen = now;
         g->warned = 0;
+        return;
     }
     double running = now - g->entry_seen;
     if (g->limit_after > 0 && running >= g->limit_after) {
@@ -291,223 +260,6 @@ static void guard_hook(lua_State *L, lua_Debug *ar) {
     }
 }
 
-/* The hook is set only while needed. In Lua 5.4 any hook makes the VM trace
- * every instruction (luaG_traceexec), which made Lua-heavy code 40-90 %
- * slower; so, as lua.c does for SIGINT, a signal handler on the thread running
- * Lua sets it (Lua checks for a newly set hook at calls and backward jumps),
- * and the outermost call from the host removes it when it returns. */
-
-/* A real-time signal no one else uses; the monitor (or a flag's setter)
- * sends it to the loop thread while a call from the host runs. */
-static int arm_signal;
-/* The guard whose call from the host runs (or ran last) on this thread. */
-static _Thread_local mw_guard *thread_guard;
-
-/* Seconds between the monitor's looks at the running call. */
-#define MONITOR_PERIOD 0.05
-
-static void set_hook(lua_State *L) { lua_sethook(L, guard_hook, LUA_MASKCOUNT, GUARD_INSTRUCTIONS); }
-
-/* On the loop thread (in the arm signal's handler, or at an entry that finds
- * a flag pending). */
-static void arm(mw_guard *g) {
-    atomic_store(&g->armed, 1);
-    atomic_signal_fence(memory_order_seq_cst);
-    set_hook(g->main);
-    lua_State *running = g->running;
-    if (running != g->main) set_hook(running);
-}
-
-static void arm_handler(int signo) {
-    (void)signo;
-    int saved = errno;
-    mw_guard *g = thread_guard;
-    if (g != NULL && atomic_load_explicit(&g->depth, memory_order_relaxed) > 0) arm(g);
-    errno = saved;
-}
-
-/* From any thread: have the loop thread arm the hook, if Lua runs there. */
-static void kick(mw_guard *g) {
-    if (atomic_load(&g->depth) > 0 && !atomic_load(&g->armed)) pthread_kill(atomic_load(&g->loop), arm_signal);
-}
-
-/* The outermost call from the host begins. */
-static void entered(mw_guard *g) {
-    if (thread_guard == NULL) {
-        /* The first call on this thread: let the arm signal in (Dispatch's
-         * threads block every signal; only the monitor sends this one). */
-        sigset_t arm_only;
-        sigemptyset(&arm_only);
-        sigaddset(&arm_only, arm_signal);
-        pthread_sigmask(SIG_UNBLOCK, &arm_only, NULL);
-    }
-    thread_guard = g;
-    atomic_store_explicit(&g->loop, pthread_self(), memory_order_relaxed);
-    /* Always (the script may set limits during this call): a vDSO clock
-     * read, some 20 ns. */
-    atomic_store_explicit(&g->entry_start, monotonic_seconds(), memory_order_relaxed);
-    atomic_store_explicit(&g->entry, g->entry + 1, memory_order_release);
-    /* A flag set just before (the monitor would see it within a period). */
-    if (atomic_load_explicit(&g->signal, memory_order_relaxed) != 0 ||
-        atomic_load_explicit(&g->interrupt, memory_order_relaxed) != 0)
-        arm(g);
-}
-
-/* The outermost call from the host has returned (on L, the main thread as a
- * rule): the hook comes off; coroutines that still have it lose it when they
- * are resumed next. */
-static void left(mw_guard *g, lua_State *L) {
-    if (!atomic_load_explicit(&g->armed, memory_order_relaxed)) return;
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, arm_signal);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    atomic_store(&g->armed, 0);
-    /* A hook of the script's own (debug.sethook) stays. */
-    if (lua_gethook(g->main) == guard_hook) lua_sethook(g->main, NULL, 0, 0);
-    if (L != g->main && lua_gethook(L) == guard_hook) lua_sethook(L, NULL, 0, 0);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void *monitor_main(void *arg) {
-    mw_guard *g = arg;
-    pthread_mutex_lock(&g->monitor_lock);
-    while (!g->monitor_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += (long)(MONITOR_PERIOD * 1e9);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&g->monitor_wake, &g->monitor_lock, &ts);
-        if (g->monitor_stop || atomic_load(&g->depth) == 0 || atomic_load(&g->armed)) continue;
-        int due = atomic_load(&g->signal) != 0 || atomic_load(&g->interrupt) != 0;
-        double warn = atomic_load(&g->warn_after), limit = atomic_load(&g->limit_after);
-        double first = warn > 0 && (limit <= 0 || warn < limit) ? warn : limit;
-        if (!due && first > 0) {
-            unsigned long entry = atomic_load_explicit(&g->entry, memory_order_acquire);
-            double start = atomic_load_explicit(&g->entry_start, memory_order_relaxed);
-            /* Armed a period early: the hook then times the call itself. */
-            due = atomic_load(&g->entry) == entry && monotonic_seconds() - start + 2 * MONITOR_PERIOD >= first;
-        }
-        if (due) kick(g);
-    }
-    pthread_mutex_unlock(&g->monitor_lock);
-    return NULL;
-}
-
-/* coroutine.resume and coroutine.wrap's functions, which record the running
- * thread for arm(). Resumes `co` with the `narg` values on top of L; returns
- * the number of results moved to L, or -1 with an error value on top. */
-static int tracked_resume(lua_State *L, lua_State *co, int narg) {
-    mw_guard *g = mw_guard_of(L);
-    if (!lua_checkstack(co, narg)) {
-        lua_pushliteral(L, "too many arguments to resume");
-        return -1;
-    }
-    lua_xmove(L, co, narg);
-    g->running = co;
-    /* Order matters against the handler: running first, then the hook. */
-    if (lua_gethook(co) == guard_hook && !atomic_load_explicit(&g->armed, memory_order_relaxed)) lua_sethook(co, NULL, 0, 0);
-    atomic_signal_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&g->armed, memory_order_relaxed)) set_hook(co);
-    int nres;
-    int status = lua_resume(co, L, narg, &nres);
-    g->running = L;
-    atomic_signal_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&g->armed, memory_order_relaxed) && lua_gethook(L) != guard_hook) set_hook(L);
-    if (status != LUA_OK && status != LUA_YIELD) {
-        lua_xmove(co, L, 1);
-        return -1;
-    }
-    if (!lua_checkstack(L, nres + 1)) {
-        lua_pop(co, nres);
-        lua_pushliteral(L, "too many results to resume");
-        return -1;
-    }
-    lua_xmove(co, L, nres);
-    return nres;
-}
-
-static int coroutine_resume(lua_State *L) {
-    lua_State *co = lua_tothread(L, 1);
-    luaL_argexpected(L, co != NULL, 1, "coroutine");
-    int n = tracked_resume(L, co, lua_gettop(L) - 1);
-    if (n < 0) {
-        lua_pushboolean(L, 0);
-        lua_insert(L, -2);
-        return 2;
-    }
-    lua_pushboolean(L, 1);
-    lua_insert(L, -(n + 1));
-    return n + 1;
-}
-
-static int wrapped_call(lua_State *L) {
-    lua_State *co = lua_tothread(L, lua_upvalueindex(1));
-    int n = tracked_resume(L, co, lua_gettop(L));
-    if (n >= 0) return n;
-    int status = lua_status(co);
-    if (status != LUA_OK && status != LUA_YIELD) {
-        /* An error in the coroutine: close its to-be-closed variables (whose
-         * error, if any, replaces it). */
-        status = lua_resetthread(co);
-        lua_xmove(co, L, 1);
-    }
-    if (status != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
-        luaL_where(L, 1);
-        lua_insert(L, -2);
-        lua_concat(L, 2);
-    }
-    return lua_error(L);
-}
-
-static int coroutine_wrap(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    lua_State *co = lua_newthread(L);
-    lua_pushvalue(L, 1);
-    lua_xmove(L, co, 1);
-    lua_pushcclosure(L, wrapped_call, 1);
-    return 1;
-}
-
-void mw_openlibs(lua_State *L) {
-    luaL_openlibs(L);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_getfield(L, -1, LUA_COLIBNAME);
-    lua_pushcfunction(L, coroutine_resume);
-    lua_setfield(L, -2, "resume");
-    lua_pushcfunction(L, coroutine_wrap);
-    lua_setfield(L, -2, "wrap");
-    lua_pop(L, 2);
-}
-
-static void install_arm_handler(void) {
-    arm_signal = SIGRTMIN + 3;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = arm_handler;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(arm_signal, &sa, NULL);
-}
-
-static void start_monitor(mw_guard *g) {
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->monitor_wake, &attr);
-    pthread_condattr_destroy(&attr);
-    pthread_mutex_init(&g->monitor_lock, NULL);
-    /* The monitor takes no signals (the arm signal is for the loop thread). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    g->has_monitor = pthread_create(&g->monitor, NULL, monitor_main, g) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
 lua_State *mw_newstate(void) {
     mw_guard *g = calloc(1, sizeof *g);
     if (g == NULL) return NULL;
@@ -517,28 +269,15 @@ lua_State *mw_newstate(void) {
         return NULL;
     }
     g->main = L;
-    g->running = L;
-    /* New threads copy the main thread's extra space. */
+    /* New threads copy the main thread's extra space and hook. */
     *(mw_guard **)lua_getextraspace(L) = g;
     lua_atpanic(L, panic);
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, install_arm_handler);
-    start_monitor(g);
+    lua_sethook(L, guard_hook, LUA_MASKCOUNT, GUARD_INSTRUCTIONS);
     return L;
 }
 
 void mw_close(lua_State *L) {
     mw_guard *g = mw_guard_of(L);
-    if (g->has_monitor) {
-        pthread_mutex_lock(&g->monitor_lock);
-        g->monitor_stop = 1;
-        pthread_cond_signal(&g->monitor_wake);
-        pthread_mutex_unlock(&g->monitor_lock);
-        pthread_join(g->monitor, NULL);
-    }
-    pthread_cond_destroy(&g->monitor_wake);
-    pthread_mutex_destroy(&g->monitor_lock);
-    if (thread_guard == g) thread_guard = NULL;
     lua_close(L);
     free(g);
 }
@@ -572,10 +311,7 @@ void mw_guard_collect_after_refusal(lua_State *L) {
     lua_gc(L, LUA_GCCOLLECT);
 }
 
-void mw_guard_signal(mw_guard *g, int signo) {
-    atomic_store(&g->signal, signo);
-    kick(g);
-}
+void mw_guard_signal(mw_guard *g, int signo) { atomic_store(&g->signal, signo); }
 
 int mw_guard_pending_signal(mw_guard *g) { return atomic_load(&g->signal); }
 
@@ -584,10 +320,7 @@ int mw_guard_take_signal(mw_guard *g) {
     return atomic_exchange(&g->signal, 0);
 }
 
-void mw_guard_interrupt(mw_guard *g) {
-    atomic_store(&g->interrupt, 1);
-    kick(g);
-}
+void mw_guard_interrupt(mw_guard *g) { atomic_store(&g->interrupt, 1); }
 
 void mw_guard_clear_interrupt(mw_guard *g) { atomic_store(&g->interrupt, 0); }
 

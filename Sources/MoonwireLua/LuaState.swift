@@ -18,7 +18,7 @@ public final class LuaVM {
 
     public init() {
         guard let L = mw_newstate() else { fatalError("moonwire: cannot create a Lua state (out of memory)") }
-        mw_openlibs(L)
+        luaL_openlibs(L)
         state = LuaState(L)
         guardState = mw_guard_of(L)
     }

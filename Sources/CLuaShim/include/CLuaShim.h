@@ -48,16 +48,9 @@ typedef void (*mw_slow_fn)(void *ctx, const char *where, double seconds);
 typedef struct mw_guard mw_guard;
 
 /* A new state with its guard: a counting allocator with an optional limit,
- * a panic handler that aborts with a message, and a monitor thread. No hook
- * is set while calls return in time: the monitor has a signal handler on the
- * loop thread set a count hook (on the main thread and the running
- * coroutine) when a call from the host nears its warning or timeout, or a
- * signal/interrupt is pending; the hook acts on the guard's flags and limits
- * and comes off when the outermost call from the host returns. */
+ * a panic handler that aborts with a message, and a count hook on every
+ * thread (coroutines inherit it) that acts on the guard's flags and limits. */
 lua_State *mw_newstate(void);
-/* luaL_openlibs, with coroutine.resume and coroutine.wrap replaced by
- * versions that tell the guard which coroutine runs. */
-void mw_openlibs(lua_State *L);
 /* lua_close, then frees the guard. */
 void mw_close(lua_State *L);
 mw_guard *mw_guard_of(lua_State *L);
