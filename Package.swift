@@ -78,6 +78,7 @@ let package = Package(
             dependencies: [
                 "MoonwireCore",
                 "MoonwireLua",
+                "CMoonJSON",
                 "CLibEdit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

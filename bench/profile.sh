@@ -4,6 +4,8 @@
 #   bench/profile.sh rtt 32                 rtt, 32-byte text messages
 #   bench/profile.sh pipelined 1024         pipelined, 1 KiB binary messages
 #   SERVER=moonwire bench/profile.sh rtt 32 against bench/servers/echo.lua instead of picows
+#   bench/profile.sh fanout 10000           10 000 connections, each sending one 32-byte
+#                                           message per round (N rounds, lockstep: no deadline)
 #   bench/profile.sh heartbeat 300          300 idle connections with a 1 s heartbeat
 #                                           (bench/clients/conns_client.lua, moonwire echo)
 # Each measurement runs the client twice, with N and 2N messages and no warm-up, and
@@ -18,6 +20,8 @@ workload=${1:-rtt}
 size=${2:-32}
 if [ "$workload" = heartbeat ]; then
     n=4 per=$((size * 4)) SERVER=moonwire   # per: the expected pings, for strace
+elif [ "$workload" = fanout ]; then
+    n=${N:-2}; per=$((n * size))              # size: connections; n: broadcast rounds
 elif [ "$size" -ge 65536 ]; then
     n=${N:-500}; per=$n
 else
@@ -52,6 +56,10 @@ client() { # N, then the tool's command line
     local count=$1; shift
     if [ "$workload" = heartbeat ]; then
         "$@" "$bin" run bench/clients/conns_client.lua "ws://127.0.0.1:$port/" "$size" 1 "$count" > "$work/client.out"
+    elif [ "$workload" = fanout ]; then
+        # Every connection sends one 32-byte message per round and reads its echo.
+        "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
+            --workload fanout --conns "$size" --duration "$count" --lockstep 1 --size 32 > "$work/client.out"
     else
         "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
             --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 > "$work/client.out"

@@ -1,3 +1,4 @@
+import CMoonJSON
 import Foundation
 import MoonwireCore
 
@@ -48,55 +49,19 @@ enum MessageText {
         return out
     }
 
-    /// The message re-indented with two spaces, keys in their order, if it is a JSON
-    /// object or array; nil otherwise.
+    /// The message re-indented with two spaces, keys in their order and numbers as
+    /// written, if it is a JSON object or array; nil otherwise. The native codec reads the
+    /// frame's bytes (RapidJSON, `mwj_pretty`); strings are re-escaped, control characters
+    /// as `\u` escapes.
     static func prettyJSON(_ bytes: [UInt8]) -> String? {
-        guard let first = bytes.first(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0a && $0 != 0x0d }),
-            first == UInt8(ascii: "{") || first == UInt8(ascii: "["),
-            (try? JSONSerialization.jsonObject(with: Data(bytes))) != nil
-        else { return nil }
-        var out = ""
-        var depth = 0
-        var inString = false
-        var escaped = false
-        var text = String(decoding: bytes, as: UTF8.self)[...]
-        func newline() { out += "\n" + String(repeating: "  ", count: depth) }
-        while let c = text.popFirst() {
-            if inString {
-                out.append(c)
-                if escaped { escaped = false } else if c == "\\" { escaped = true } else if c == "\"" { inString = false }
-                continue
-            }
-            switch c {
-            case "\"":
-                inString = true
-                out.append(c)
-            case "{", "[":
-                out.append(c)
-                let rest = text.drop { $0.isWhitespace }
-                if let next = rest.first, next == "}" || next == "]" {
-                    out.append(next)
-                    text = rest.dropFirst()
-                } else {
-                    depth += 1
-                    newline()
-                }
-            case "}", "]":
-                depth -= 1
-                newline()
-                out.append(c)
-            case ",":
-                out.append(c)
-                newline()
-            case ":":
-                out += ": "
-            case " ", "\t", "\n", "\r":
-                break
-            default:
-                out.append(c)
-            }
+        var out: UnsafeMutablePointer<CChar>?
+        var count = 0
+        let status = bytes.withUnsafeBufferPointer { raw in
+            raw.withMemoryRebound(to: CChar.self) { mwj_pretty($0.baseAddress, $0.count, &out, &count) }
         }
-        return out
+        guard status == MWJ_OK, let out else { return nil }
+        defer { free(out) }
+        return String(decoding: UnsafeRawBufferPointer(start: out, count: count), as: UTF8.self)
     }
 
     /// `1000 normal closure` and the like, for close lines.

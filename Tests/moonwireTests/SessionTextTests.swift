@@ -54,6 +54,25 @@ import Testing
         #expect(MessageText.prettyJSON(Array("{broken".utf8)) == nil)
     }
 
+    @Test func prettyJSONIsExactAndSafe() {
+        // Numbers keep their text (a 64-bit id, a number past 64 bits, exponents).
+        #expect(MessageText.prettyJSON(Array(#"[9007199254740993,123456789012345678901234,1e2,-0.0]"#.utf8)) == """
+            [
+              9007199254740993,
+              123456789012345678901234,
+              1e2,
+              -0.0
+            ]
+            """)
+        // A control character from the peer comes out escaped, not raw.
+        #expect(MessageText.prettyJSON(Array("{\"m\":\"a\\u001b[2Jb\"}".utf8)) == #"{\#n  "m": "a\u001B[2Jb"\#n}"#)
+        // Invalid UTF-8, text after the value, and nesting past 500 are shown as they came.
+        #expect(MessageText.prettyJSON([0x5b, 0x22, 0xff, 0x22, 0x5d]) == nil)
+        #expect(MessageText.prettyJSON(Array("{} {}".utf8)) == nil)
+        #expect(MessageText.prettyJSON(Array((String(repeating: "[", count: 501) + String(repeating: "]", count: 501)).utf8)) == nil)
+        #expect(MessageText.prettyJSON(Array((String(repeating: "[", count: 500) + String(repeating: "]", count: 500)).utf8)) != nil)
+    }
+
     @Test func controlCharactersAreShownNotObeyed() {
         #expect(MessageText.printable("a\u{1b}[2Jb\tc\nd") == "a\\u{1b}[2Jb\tc\nd")
         #expect(MessageText.looksLikeText(Array("héllo\n".utf8)))

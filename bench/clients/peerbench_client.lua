@@ -7,10 +7,10 @@ local function parse(argv)
   local a = {
     url = "ws://127.0.0.1:9101/", workload = "rtt", n = 100000, size = 32,
     window = 0, warmup = -1, conns = 1000, duration = 10, concurrency = 200,
-    label = "moonwire", budget = 0,
+    label = "moonwire", budget = 0, lockstep = 0,
   }
   local numeric = { n = true, size = true, window = true, warmup = true, conns = true,
-                    duration = true, concurrency = true, budget = true }
+                    duration = true, concurrency = true, budget = true, lockstep = true }
   local i = 1
   while i <= #argv do
     local key = argv[i]:match("^%-%-(.+)$")
@@ -213,14 +213,16 @@ local function fanout()
 
   local base = now()
   for t = 0, a.duration - 1 do
-    local target = base + t
+    -- lockstep (bench/profile.sh, under valgrind): no pacing and no deadline, each
+    -- tick waits for every echo, so the work per tick is the same however slow.
+    local target = a.lockstep == 1 and now() or base + t
     local wait = target - now()
     if wait > 0 then mw.sleep(wait) end
     cur, recv_at, got, tick_start = t, {}, 0, now()
     local m = string.format("%015d:%s", t, pad)
     for k = 1, #live do live[k]:send(m) end
     local send_ms = (now() - tick_start) * 1e3
-    local deadline = target + 1
+    local deadline = a.lockstep == 1 and math.huge or target + 1
     while got < #live and now() < deadline do mw.sleep(0.002) end
     local sorted = {}
     for _, v in pairs(recv_at) do sorted[#sorted + 1] = v end

@@ -68,6 +68,12 @@ int mwj_parse(const char *text, size_t n, mwj_tape *tape);
  * that value ~= digits * 10^k. */
 int mwj_grisu2(double value, char *digits, int *k);
 
+/* `connect --json`: the JSON object or array in `n` bytes re-indented with two spaces,
+ * keys in their order, numbers as written. On MWJ_OK, *out is a malloc'd,
+ * NUL-terminated text of *count bytes that the caller frees; MWJ_FALLBACK when the
+ * bytes are not one JSON object or array (with nothing but whitespace around it). */
+int mwj_pretty(const char *text, size_t n, char **out, size_t *count);
+
 /* host.json_native(module): replaces module.encode and module.decode (the
  * json.lua ones) by the native ones, keeping json.lua's decode as the
  * reference; returns the module. */
