@@ -152,20 +152,19 @@ public final class ClientConnection {
     /// options are invalid.
     public func connect(to url: TransportURL? = nil) throws(WebSocketUsageError) {
         self.eventLoop.preconditionInEventLoop()
+        let target: Target
         switch (self.target, url) {
-        case (_, nil), (.webSocket, .webSocket?), (.tcp, .tcp?): break
+        case (_, nil): target = self.target
+        case (.webSocket(_, let options), .webSocket(let url)?): target = .webSocket(url, options)
+        case (.tcp(_, let options), .tcp(let url)?): target = .tcp(url, options)
         case (.webSocket, .tcp(let url)?): throw WebSocketUsageError("a WebSocket connection cannot dial \(url)")
         case (.tcp, .webSocket(let url)?): throw WebSocketUsageError("a TCP connection cannot dial \(url)")
         }
         guard self.state == .idle || self.state == .closed else {
             throw WebSocketUsageError("cannot connect: the connection is \(self.state.rawValue)")
         }
-        if case .tcp(_, let options) = self.target { try options.framing.validate() }
-        switch (self.target, url) {
-        case (.webSocket(_, let options), .webSocket(let url)?): self.target = .webSocket(url, options)
-        case (.tcp(_, let options), .tcp(let url)?): self.target = .tcp(url, options)
-        default: break
-        }
+        if case .tcp(_, let options) = target { try options.framing.validate() }
+        self.target = target
         self.generation += 1
         let generation = self.generation
         self.state = .connecting
@@ -196,7 +195,7 @@ public final class ClientConnection {
             switch result {
             case .success(let channel):
                 guard generation == self.generation, self.state == .connecting else {
-                    // Superseded, or already open (a WebSocket upgrade can finish first).
+                    // A superseded dial's channel is closed here; a failed one's already was.
                     if generation != self.generation { channel.close(promise: nil) }
                     return
                 }
