@@ -7,20 +7,20 @@ import Testing
 /// loopback sockets for every scheme.
 @Suite struct ConnectTimingTests {
     /// Hands over the open's timing, then closes.
-    final class Opener: TransportDelegate {
+    final class Opener: ClientConnectionDelegate {
         let opened: EventLoopPromise<ConnectTiming?>
 
         init(_ opened: EventLoopPromise<ConnectTiming?>) { self.opened = opened }
 
-        func transportDidOpen(_ transport: any Transport, info: WebSocketOpenInfo) {
+        func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
             opened.succeed(info.timing)
-            try? transport.close(code: WebSocketCloseCode.normal, reason: "")
+            try? connection.close()
         }
-        func transport(_ transport: any Transport, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
-        func transport(_ transport: any Transport, didFail error: WebSocketConnectionError) {
+        func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
+        func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError) {
             opened.fail(PeerError(message: "dial failed: \(error)"))
         }
-        func transport(_ transport: any Transport, didClose info: WebSocketCloseInfo) {}
+        func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo) {}
     }
 
     /// Dials `url` and returns the timing its open reported.
@@ -31,11 +31,11 @@ import Testing
         try await loop.submit {
             var webSocket = WebSocketClientOptions()
             webSocket.tls = tls
-            let transport = parsed.makeTransport(eventLoop: loop, webSocket: webSocket, tcp: TCPClientOptions(framing: .line(), tls: tls))
+            let connection = ClientConnection(url: parsed, webSocket: webSocket, tcp: TCPClientOptions(framing: .line(), tls: tls), eventLoop: loop)
             let opener = Opener(opened)
-            transport.transportDelegate = opener
-            opened.futureResult.whenComplete { _ in withExtendedLifetime((transport, opener)) {} }
-            try transport.dial(nil)
+            connection.delegate = opener
+            opened.futureResult.whenComplete { _ in withExtendedLifetime((connection, opener)) {} }
+            try connection.connect()
         }.get()
         return try #require(try await opened.futureResult.get())
     }

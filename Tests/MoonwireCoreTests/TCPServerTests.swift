@@ -56,11 +56,11 @@ struct TCPServerTests {
         let server = try await TestServer.start("tcp://127.0.0.1:0", options: MessageServerOptions(framing: framing), echo: true)
         let client = try await TCPTestClient.run("tcp://127.0.0.1:\(server.port)", framing: framing) { connection, received in
             if received.isEmpty {
-                try? connection.send(ByteBuffer(string: "one"))
-                try? connection.send(ByteBuffer(string: ""))
-                try? connection.send(ByteBuffer(string: String(repeating: "z", count: 5000)))
+                try? connection.send(ByteBuffer(string: "one"), kind: .binary)
+                try? connection.send(ByteBuffer(string: ""), kind: .binary)
+                try? connection.send(ByteBuffer(string: String(repeating: "z", count: 5000)), kind: .binary)
             } else if received.count == 3 {
-                connection.close()
+                try? connection.close()
             }
         }
         #expect(client.messages == ["one", "", String(repeating: "z", count: 5000)])
@@ -77,7 +77,7 @@ struct TCPServerTests {
         options.tls = TLSOptions(certificateFile: files.cert, privateKeyFile: files.key)
         let server = try await TestServer.start("tls://127.0.0.1:0", options: options, echo: true)
         let client = try await TCPTestClient.run("tls://127.0.0.1:\(server.port)", framing: .line(), tls: TLSOptions(caFile: files.ca)) { connection, received in
-            if received.isEmpty { try? connection.send(ByteBuffer(string: "secret")) } else { connection.close() }
+            if received.isEmpty { try? connection.send(ByteBuffer(string: "secret"), kind: .binary) } else { try? connection.close() }
         }
         #expect(client.messages == ["secret"])
         // Untrusted server: a tls dial error.
@@ -143,7 +143,7 @@ struct TCPServerTests {
 
 /// A TCP client for tests: records messages and the outcome; `step` runs on open (with no
 /// messages yet) and after each message.
-final class TCPTestClient: TransportDelegate, @unchecked Sendable {
+final class TCPTestClient: ClientConnectionDelegate, @unchecked Sendable {
     struct Outcome: Sendable {
         var messages: [String] = []
         var failure: WebSocketConnectionError?
@@ -151,10 +151,10 @@ final class TCPTestClient: TransportDelegate, @unchecked Sendable {
     }
 
     private var outcome = Outcome()
-    private let step: (TCPConnection, [String]) -> Void
+    private let step: (ClientConnection, [String]) -> Void
     private let done: EventLoopPromise<Outcome>
 
-    private init(step: @escaping (TCPConnection, [String]) -> Void, done: EventLoopPromise<Outcome>) {
+    private init(step: @escaping (ClientConnection, [String]) -> Void, done: EventLoopPromise<Outcome>) {
         self.step = step
         self.done = done
     }
@@ -163,14 +163,14 @@ final class TCPTestClient: TransportDelegate, @unchecked Sendable {
         _ url: String,
         framing: TCPFraming,
         tls: TLSOptions = TLSOptions(),
-        step: @escaping @Sendable (TCPConnection, [String]) -> Void
+        step: @escaping @Sendable (ClientConnection, [String]) -> Void
     ) async throws -> Outcome {
         let loop = TestClient.group.next()
         let done = loop.makePromise(of: Outcome.self)
         let parsed = try TCPURL(url)
         try await loop.submit {
             let delegate = TCPTestClient(step: step, done: done)
-            let connection = TCPConnection(url: parsed, options: TCPClientOptions(framing: framing, connectTimeout: .seconds(3), tls: tls), eventLoop: loop)
+            let connection = ClientConnection(url: parsed, options: TCPClientOptions(framing: framing, connectTimeout: .seconds(3), tls: tls), eventLoop: loop)
             connection.delegate = delegate
             done.futureResult.whenComplete { _ in withExtendedLifetime((delegate, connection)) {} }
             let timer = loop.scheduleTask(in: .seconds(10)) { done.fail(PeerError(message: "TCP test client timed out")) }
@@ -180,21 +180,21 @@ final class TCPTestClient: TransportDelegate, @unchecked Sendable {
         return try await done.futureResult.get()
     }
 
-    func transportDidOpen(_ transport: any Transport, info: WebSocketOpenInfo) {
-        self.step(transport as! TCPConnection, self.outcome.messages)
+    func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
+        self.step(connection, self.outcome.messages)
     }
 
-    func transport(_ transport: any Transport, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
         self.outcome.messages.append(String(buffer: message))
-        self.step(transport as! TCPConnection, self.outcome.messages)
+        self.step(connection, self.outcome.messages)
     }
 
-    func transport(_ transport: any Transport, didFail error: WebSocketConnectionError) {
+    func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError) {
         self.outcome.failure = error
-        if transport.state == .closed { self.done.succeed(self.outcome) }
+        if connection.state == .closed { self.done.succeed(self.outcome) }
     }
 
-    func transport(_ transport: any Transport, didClose info: WebSocketCloseInfo) {
+    func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo) {
         self.outcome.close = info
         self.done.succeed(self.outcome)
     }

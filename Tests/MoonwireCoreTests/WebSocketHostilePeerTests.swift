@@ -302,7 +302,7 @@ struct WebSocketHostilePeerTests {
         let url = try WebSocketURL("ws://127.0.0.1:\(peer.port)/")
         try await loop.submit {
             let delegate = RedialDelegate(done: done)
-            let connection = WebSocketConnection(url: url, eventLoop: loop)
+            let connection = ClientConnection(url: url, eventLoop: loop)
             connection.delegate = delegate
             done.futureResult.whenComplete { _ in withExtendedLifetime((delegate, connection)) {} }
             try connection.connect()
@@ -312,17 +312,17 @@ struct WebSocketHostilePeerTests {
     }
 }
 
-private final class RedialDelegate: WebSocketConnectionDelegate {
+private final class RedialDelegate: ClientConnectionDelegate {
     var log: [String] = []
     let done: EventLoopPromise<[String]>
     init(done: EventLoopPromise<[String]>) { self.done = done }
-    func connectionDidOpen(_ c: WebSocketConnection, info: WebSocketOpenInfo) { self.log.append("open") }
-    func connection(_ c: WebSocketConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
-    func connection(_ c: WebSocketConnection, didFail error: WebSocketConnectionError) {
+    func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) { self.log.append("open") }
+    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
+    func connection(_ c: ClientConnection, didFail error: WebSocketConnectionError) {
         self.log.append("fail \(error)")
         self.done.succeed(self.log)
     }
-    func connection(_ c: WebSocketConnection, didClose info: WebSocketCloseInfo) {
+    func connection(_ c: ClientConnection, didClose info: WebSocketCloseInfo) {
         self.log.append("close \(info.code)")
         if self.log.count < 4 {
             do { try c.connect() } catch { self.log.append("\(error)") }

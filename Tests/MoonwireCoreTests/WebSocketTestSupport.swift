@@ -21,12 +21,12 @@ enum ClientEvent: Sendable, Equatable {
 
 /// Callbacks a test gives its client; they run on the connection's loop.
 struct ClientScript: Sendable {
-    var onOpen: @Sendable (WebSocketConnection, WebSocketOpenInfo) -> Void = { _, _ in }
-    var onMessage: @Sendable (WebSocketConnection, ByteBuffer, WebSocketMessageKind) -> Void = { _, _, _ in }
+    var onOpen: @Sendable (ClientConnection, WebSocketOpenInfo) -> Void = { _, _ in }
+    var onMessage: @Sendable (ClientConnection, ByteBuffer, WebSocketMessageKind) -> Void = { _, _, _ in }
 }
 
 /// Records every delegate call and finishes when the connection is over.
-final class RecordingDelegate: WebSocketConnectionDelegate {
+final class RecordingDelegate: ClientConnectionDelegate {
     var events: [ClientEvent] = []
     let script: ClientScript
     let done: EventLoopPromise<[ClientEvent]>
@@ -36,26 +36,26 @@ final class RecordingDelegate: WebSocketConnectionDelegate {
         self.done = done
     }
 
-    func connectionDidOpen(_ c: WebSocketConnection, info: WebSocketOpenInfo) {
+    func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) {
         self.events.append(.open(subprotocol: info.subprotocol, compressed: info.compression != nil))
         self.script.onOpen(c, info)
     }
 
-    func connection(_ c: WebSocketConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
         self.events.append(.message(Array(message.readableBytesView), kind))
         self.script.onMessage(c, message, kind)
     }
 
-    func connection(_ c: WebSocketConnection, didReceivePong payload: ByteBuffer) {
+    func connection(_ c: ClientConnection, didReceivePong payload: ByteBuffer) {
         self.events.append(.pong(Array(payload.readableBytesView)))
     }
 
-    func connection(_ c: WebSocketConnection, didFail error: WebSocketConnectionError) {
+    func connection(_ c: ClientConnection, didFail error: WebSocketConnectionError) {
         self.events.append(.fail(error))
         if c.state == .closed { self.done.succeed(self.events) }
     }
 
-    func connection(_ c: WebSocketConnection, didClose info: WebSocketCloseInfo) {
+    func connection(_ c: ClientConnection, didClose info: WebSocketCloseInfo) {
         self.events.append(.close(info))
         // Let stray late events (there must be none) show up before the test looks.
         c.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { self.done.succeed(self.events) }
@@ -77,7 +77,7 @@ enum TestClient {
         let done = loop.makePromise(of: [ClientEvent].self)
         try await loop.submit {
             let delegate = RecordingDelegate(script: script, done: done)
-            let connection = WebSocketConnection(url: parsed, options: options, eventLoop: loop)
+            let connection = ClientConnection(url: parsed, options: options, eventLoop: loop)
             connection.delegate = delegate
             // The connection holds its delegate weakly; keep both until the end.
             done.futureResult.whenComplete { _ in withExtendedLifetime((delegate, connection)) {} }

@@ -152,17 +152,15 @@ public final class ManagedConnection {
     /// The last failure, named by the reconnect log line.
     private var lastError: String?
     public let queueLimit: Int
-    private let socket: any Transport
-    private let events = SocketEvents()
+    private let socket: ClientConnection
     private var lifecycle: ConnectionLifecycle
-    private var heartbeat: HeartbeatMonitor
+    private let heartbeat: HeartbeatDriver
     private let outbound: OutboundBuffer
     /// Between the open and the end of the `on_open` handlers: sends go straight out,
     /// ahead of what was queued.
     private var openingHandlers = false
     private var openInfo: WebSocketOpenInfo?
     private var retryTimer: Scheduled<Void>?
-    private var heartbeatTimer = HeartbeatTimer()
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
     private var ignoringSocket = false
     private var droppedByLastClose = 0
@@ -175,13 +173,13 @@ public final class ManagedConnection {
         manualReady = configuration.manualReady
         autoReply = configuration.autoReply
         queueLimit = configuration.queueLimit
-        socket = url.makeTransport(eventLoop: eventLoop, webSocket: configuration.socket, tcp: configuration.tcp)
+        socket = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
-        heartbeat = HeartbeatMonitor(configuration.heartbeat)
+        heartbeat = HeartbeatDriver(configuration.heartbeat, eventLoop: eventLoop)
         outbound = OutboundBuffer(limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow)
-        events.owner = self
-        socket.transportDelegate = events
-        outbound.writer = events
+        socket.delegate = self
+        outbound.writer = self
+        heartbeat.owner = self
     }
 
     /// "connecting" | "open" | "closing" | "closed" | "reconnecting"
@@ -190,7 +188,7 @@ public final class ManagedConnection {
     /// Alive: open, or on its way to be (keeps `moonwire run` going).
     public var isAlive: Bool { lifecycle.isAlive }
 
-    public var url: TransportURL { socket.transportURL }
+    public var url: TransportURL { socket.url }
 
     public var stats: Stats {
         let s = socket.stats
@@ -198,7 +196,7 @@ public final class ManagedConnection {
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
             reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
             autoReplies: autoReplies,
-            lastRTT: heartbeat.lastRTT.map { Double($0.nanoseconds) / 1e9 },
+            lastRTT: heartbeat.monitor.lastRTT.map { Double($0.nanoseconds) / 1e9 },
             connectTiming: openInfo?.timing
         )
     }
@@ -320,7 +318,7 @@ public final class ManagedConnection {
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
         recorder?.control("ping", payload: payload, outgoing: true)
-        heartbeat.didSend(at: .now())
+        heartbeat.didSend()
         return true
     }
 
@@ -344,8 +342,7 @@ public final class ManagedConnection {
 
     /// `c:heartbeat(opts | false)`.
     public func setHeartbeat(_ configuration: HeartbeatMonitor.Configuration?) {
-        heartbeat.reconfigure(configuration, at: .now())
-        armHeartbeat()
+        heartbeat.reconfigure(configuration)
     }
 
     // MARK: Performing the lifecycle's actions
@@ -366,7 +363,7 @@ public final class ManagedConnection {
             logger?.debug("connecting to \((nextURL?.description ?? urlText))")
             ignoringSocket = false
             do {
-                try socket.dial(nextURL)
+                try socket.connect(to: nextURL)
                 nextURL = nil
             } catch {
                 drive(lifecycle.failed(WebSocketConnectionError(step: .connect, message: error.description)))
@@ -375,11 +372,9 @@ public final class ManagedConnection {
             ignoringSocket = true
             socket.abort()
         case .startHeartbeat:
-            heartbeat.start(at: .now())
-            armHeartbeat()
+            heartbeat.start()
         case .stopHeartbeat:
             heartbeat.stop()
-            heartbeatTimer.disarm()
         case .notifyOpen(let reconnects):
             logger?.debug("open: \(urlText)\(openInfo?.subprotocol.map { " (protocol \($0))" } ?? "")")
             let info = OpenInfo(
@@ -426,7 +421,7 @@ public final class ManagedConnection {
                 logger?.info("\(ConnectionLog.retry(delay: wait, attempt: attempt, of: attempts, after: lastError)) (\(nextURL?.description ?? urlText))")
             }
             if let url = decision.url { nextURL = url }
-            if let headers = decision.headers, let webSocket = socket as? WebSocketConnection { webSocket.options.headers = headers }
+            if let headers = decision.headers { socket.setHandshakeHeaders(headers) }
             drive(lifecycle.reconnectHookAnswered(decision.answer))
         case .startRetryTimer(let delay):
             retryTimer?.cancel()
@@ -440,35 +435,27 @@ public final class ManagedConnection {
             retryTimer = nil
         }
     }
+}
 
-    private func armHeartbeat() {
-        heartbeatTimer.arm(at: heartbeat.nextDeadline, on: eventLoop) { [weak self] in
-            guard let self else { return }
-            self.heartbeatTimer.fired()
-            self.heartbeatDue()
+extension ManagedConnection: HeartbeatOwner {
+    func heartbeatSendPing(_ payload: ByteBuffer) {
+        try? socket.ping(payload)
+    }
+
+    func heartbeatSendMessage() {
+        if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
+            try? socket.send(message, kind: kind)
         }
     }
 
-    private func heartbeatDue() {
-        switch heartbeat.tick(at: .now()) {
-        case .sendPing(let payload)?:
-            try? socket.ping(ByteBuffer(bytes: payload))
-        case .sendMessage?:
-            if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
-                try? socket.send(message, kind: kind)
-            }
-        case .declareDead?:
-            drive(lifecycle.heartbeatFailed())
-            return
-        case nil:
-            break
-        }
-        armHeartbeat()
+    func heartbeatPeerIsDead() {
+        drive(lifecycle.heartbeatFailed())
     }
+}
 
-    // MARK: Socket events
-
-    fileprivate func socketOpened(_ info: WebSocketOpenInfo) {
+/// The events of the client connection: ``ManagedConnection`` is its delegate.
+extension ManagedConnection: ClientConnectionDelegate {
+    public func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
         guard !ignoringSocket else { return }
         openInfo = info
         recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
@@ -485,7 +472,45 @@ public final class ManagedConnection {
         drive(lifecycle.opened())
     }
 
-    fileprivate func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
+    public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
+        if case .message(reply: .matching)? = heartbeat.configuration?.probe,
+            delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
+            heartbeat.didReceiveReply()
+            return
+        }
+        // Any message answers a `reply`-less probe: the next one is due an interval from now.
+        heartbeat.didReceiveMessage()
+        if let (reply, replyKind) = autoReply?.answer(to: message, kind: kind) {
+            answerProbe(reply, kind: replyKind)
+            return
+        }
+        recorder?.message(message, kind: kind, outgoing: false)
+        delegate?.managedConnection(self, didReceive: message, kind: kind)
+    }
+
+    public func connection(_ connection: ClientConnection, didReceivePong payload: ByteBuffer) {
+        recorder?.control("pong", payload: payload, outgoing: false)
+        heartbeat.didReceivePong(payload)
+        delegate?.managedConnection(self, didReceivePong: payload)
+    }
+
+    public func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError) {
+        guard !ignoringSocket else { return }
+        drive(lifecycle.failed(error))
+    }
+
+    public func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo) {
+        outbound.detach()
+        openingHandlers = false
+        guard !ignoringSocket else { return }
+        drive(lifecycle.closed(info))
+    }
+}
+
+/// What the outbound budget writes goes straight to the client connection.
+extension ManagedConnection: OutboundWriter {
+    func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
         if message.framed {
             return write { () throws(WebSocketUsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize, messages: message.count) }
         }
@@ -494,25 +519,26 @@ public final class ManagedConnection {
 
     /// A message that has to wait: framed now (its only copy) when the socket can make a
     /// frame that stays valid after a reconnect, else a copy of the payload.
-    fileprivate func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
         guard let frame = socket.frame(bytes: bytes, kind: kind) else { return OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
         return OutboundMessage(frame: frame, kind: kind, payloadSize: bytes.count)
     }
 
     /// One more small message waiting in the frames of the ones before it.
-    fileprivate func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
         guard message.framed, socket.appendFrame(bytes: bytes, kind: kind, to: &message.data) else { return false }
         message.payloadSize += bytes.count
         message.count += 1
         return true
     }
 
-    fileprivate func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
         write { () throws(WebSocketUsageError) in try socket.send(bytes: bytes, kind: kind) }
     }
 
+    /// The connection's handler is the one that knows whether it can send: it is asked,
+    /// and only a refusal looks at why.
     private func write(_ send: () throws(WebSocketUsageError) -> Void) -> OutboundBuffer.WriteOutcome {
-        guard socket.state == .open else { return .down }
         do {
             try send()
         } catch where socket.state == .open {
@@ -522,82 +548,15 @@ public final class ManagedConnection {
         } catch {
             return .down
         }
-        heartbeat.didSend(at: .now())
+        heartbeat.didSend()
         return .written
     }
 
-    fileprivate func outboundDrained() {
+    func outboundDrained() {
         delegate?.managedConnectionDidDrain(self)
     }
 
-    fileprivate func outboundFirstReachedBudget() {
+    func outboundFirstReachedBudget() {
         delegate?.managedConnectionReachedBudget(self)
     }
-
-    fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
-        let now = NIODeadline.now()
-        if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
-        if case .message(reply: .matching)? = heartbeat.configuration?.probe,
-            delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
-            heartbeat.didReceiveReply(at: now)
-            // An answered probe can bring the next one earlier than the armed timeout.
-            armHeartbeat()
-            return
-        } else if heartbeat.didReceiveMessage(at: now) {
-            // Any message answers a `reply`-less probe: the next one is due an interval from now.
-            armHeartbeat()
-        }
-        if let (reply, replyKind) = autoReply?.answer(to: message, kind: kind) {
-            answerProbe(reply, kind: replyKind)
-            return
-        }
-        recorder?.message(message, kind: kind, outgoing: false)
-        delegate?.managedConnection(self, didReceive: message, kind: kind)
-    }
-
-    fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
-        recorder?.control("pong", payload: payload, outgoing: false)
-        heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
-        armHeartbeat()
-        delegate?.managedConnection(self, didReceivePong: payload)
-    }
-
-    fileprivate func socketFailed(_ error: WebSocketConnectionError) {
-        guard !ignoringSocket else { return }
-        drive(lifecycle.failed(error))
-    }
-
-    fileprivate func socketClosed(_ info: WebSocketCloseInfo) {
-        outbound.detach()
-        openingHandlers = false
-        guard !ignoringSocket else { return }
-        drive(lifecycle.closed(info))
-    }
-}
-
-/// The socket's delegate; a separate object because the socket holds it weakly
-/// and `ManagedConnection` should not expose the delegate methods.
-private final class SocketEvents: TransportDelegate, OutboundWriter {
-    weak var owner: ManagedConnection?
-
-    func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome { owner?.writeOutbound(message) ?? .down }
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
-        owner?.writeOutbound(bytes: bytes, kind: kind) ?? .down
-    }
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
-        owner?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
-    }
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
-        owner?.mergeQueued(bytes: bytes, kind: kind, into: &message) ?? false
-    }
-    func outboundDrained() { owner?.outboundDrained() }
-    func outboundFirstReachedBudget() { owner?.outboundFirstReachedBudget() }
-
-    func transportDidOpen(_ transport: any Transport, info: WebSocketOpenInfo) { owner?.socketOpened(info) }
-    func transport(_ transport: any Transport, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
-        owner?.socketReceived(message, kind: kind)
-    }
-    func transport(_ transport: any Transport, didReceivePong payload: ByteBuffer) { owner?.socketReceivedPong(payload) }
-    func transport(_ transport: any Transport, didFail error: WebSocketConnectionError) { owner?.socketFailed(error) }
-    func transport(_ transport: any Transport, didClose info: WebSocketCloseInfo) { owner?.socketClosed(info) }
 }

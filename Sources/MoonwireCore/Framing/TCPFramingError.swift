@@ -24,6 +24,11 @@ public struct TCPFramingError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The message.
     public var description: String { self.message }
 
+    /// How the connection reports it: a `protocol` failure naming the close code.
+    var connectionError: WebSocketConnectionError {
+        WebSocketConnectionError(step: .protocol, message: "\(self.message) (closed with \(self.closeCode))", closeCode: self.closeCode)
+    }
+
     static func tooBig(_ what: String, max: Int) -> TCPFramingError {
         TCPFramingError("\(what), above max \(max)", closeCode: WebSocketCloseCode.messageTooBig)
     }

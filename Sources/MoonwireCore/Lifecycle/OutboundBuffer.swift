@@ -35,7 +35,7 @@ public struct OutboundMessage {
 }
 
 /// What an ``OutboundBuffer`` sends through: the transport of a connection or server peer.
-public protocol OutboundWriter: AnyObject {
+protocol OutboundWriter: AnyObject {
     /// Hands one message to the transport.
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome
     /// Hands one message to the transport from bytes valid only for the call.
@@ -59,17 +59,17 @@ public protocol OutboundWriter: AnyObject {
 
 extension OutboundWriter {
     /// Copies the bytes into a buffer of their own and writes that.
-    public func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
         self.writeOutbound(OutboundMessage(ByteBuffer(bytes: bytes), kind: kind))
     }
 
     /// A copy of the payload.
-    public func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
         OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
     }
 
     /// Never: every message waits on its own.
-    public func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
         false
     }
 }
@@ -122,7 +122,7 @@ public final class OutboundBuffer {
     /// The messages waiting.
     public private(set) var queue: SendQueue<OutboundMessage>
     /// Receives what is written and the budget's events; held weakly.
-    public weak var writer: OutboundWriter?
+    weak var writer: OutboundWriter?
     /// Keeps the queue waiting although a channel is attached; releasing it flushes.
     public var isHeld = false {
         didSet { if oldValue && !self.isHeld { self.flush() } }

@@ -47,8 +47,7 @@ public final class ServerPeer {
     /// Announced to the delegate (TCP up, TLS and the WebSocket handshake done).
     private(set) var isConnected = false
     private(set) var isClosed = false
-    private var heartbeat: HeartbeatMonitor
-    private var heartbeatTimer = HeartbeatTimer()
+    private let heartbeat: HeartbeatDriver
     private var resumeTimer: Scheduled<Void>?
     /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
     /// close frame came back (the peer does not read, so it rarely does).
@@ -61,10 +60,11 @@ public final class ServerPeer {
         self.request = request
         self.server = server
         let options = server.options
-        self.heartbeat = HeartbeatMonitor(options.heartbeat)
+        self.heartbeat = HeartbeatDriver(options.heartbeat, eventLoop: channel.eventLoop)
         self.autoReply = options.autoReply
         self.outbound = OutboundBuffer(limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow)
         self.outbound.writer = self
+        self.heartbeat.owner = self
     }
 
     /// Creates the WebSocket handler; the caller adds it to the pipeline.
@@ -123,12 +123,6 @@ public final class ServerPeer {
         return nil
     }
 
-    private func countSent(_ bytes: Int) {
-        self.stats.messagesSent += 1
-        self.stats.bytesSent += bytes
-        self.heartbeat.didSend(at: .now())
-    }
-
     /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``; within the
     /// peer's budget like any message. Nothing when the peer is not open.
     public func answerProbe(_ reply: ByteBuffer, kind: WebSocketMessageKind) {
@@ -179,7 +173,7 @@ public final class ServerPeer {
         guard !self.isClosed else { return }
         self.isPaused = true
         self.setAutoRead(false)
-        self.stopHeartbeat()
+        self.heartbeat.stop()
         self.resumeTimer?.cancel()
         self.resumeTimer = self.channel.eventLoop.assumeIsolated().scheduleTask(in: duration) { [weak self] in
             self?.resume()
@@ -193,7 +187,7 @@ public final class ServerPeer {
         self.resumeTimer?.cancel()
         self.resumeTimer = nil
         self.setAutoRead(true)
-        if self.isConnected && !self.isClosed { self.startHeartbeat() }
+        if self.isConnected && !self.isClosed { self.heartbeat.start() }
     }
 
     /// Writes `bytes` as they are, around the framing and the WebSocket codec: hand-made
@@ -229,16 +223,15 @@ public final class ServerPeer {
         self.isConnected = true
         self.request.subprotocol = subprotocol
         self.outbound.attach(self.channel)
-        self.startHeartbeat()
+        self.heartbeat.start()
         var request = self.request
         request.headers = headers
         self.server?.peerConnected(self, request: request)
     }
 
     private func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
-        self.stats.messagesReceived += 1
-        self.stats.bytesReceived += message.readableBytes
-        if self.heartbeat.didReceiveMessage(at: .now()) { self.armHeartbeat() }
+        self.stats.countReceived(bytes: message.readableBytes)
+        self.heartbeat.didReceiveMessage()
         if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
             self.answerProbe(reply, kind: replyKind)
             return
@@ -270,45 +263,20 @@ public final class ServerPeer {
         self.request.path = ""
         self.outbound.dropQueue()
         self.outbound.detach()
-        self.stopHeartbeat()
+        self.heartbeat.stop()
         self.resumeTimer?.cancel()
         self.server?.peer(self, didClose: info, wasConnected: self.isConnected)
     }
+}
 
-    // MARK: Heartbeat
-
-    private func startHeartbeat() {
-        guard self.heartbeat.configuration != nil else { return }
-        self.heartbeat.start(at: .now())
-        self.armHeartbeat()
+extension ServerPeer: HeartbeatOwner {
+    func heartbeatSendPing(_ payload: ByteBuffer) {
+        // A TCP peer has no ping: its silence alone decides.
+        try? self.ping(payload)
     }
 
-    private func stopHeartbeat() {
-        self.heartbeat.stop()
-        self.heartbeatTimer.disarm()
-    }
-
-    private func armHeartbeat() {
-        guard self.heartbeat.nextDeadline != nil else { return self.stopHeartbeat() }
-        self.heartbeatTimer.arm(at: self.heartbeat.nextDeadline, on: self.channel.eventLoop) { [weak self] in
-            guard let self else { return }
-            self.heartbeatTimer.fired()
-            self.heartbeatDue()
-        }
-    }
-
-    private func heartbeatDue() {
-        switch self.heartbeat.tick(at: .now()) {
-        case .sendPing(let payload)?:
-            // A TCP peer has no ping: its silence alone decides.
-            try? self.ping(ByteBuffer(bytes: payload))
-        case .sendMessage?, nil:
-            break
-        case .declareDead?:
-            self.drop(reset: false, reason: "heartbeat timeout")
-            return
-        }
-        self.armHeartbeat()
+    func heartbeatPeerIsDead() {
+        self.drop(reset: false, reason: "heartbeat timeout")
     }
 }
 
@@ -325,7 +293,8 @@ extension ServerPeer: OutboundWriter {
         } catch {
             return self.isOpen ? .unsendable : .down
         }
-        self.countSent(message.payloadSize)
+        self.stats.countSent(bytes: message.payloadSize)
+        self.heartbeat.didSend()
         return .written
     }
 
@@ -344,14 +313,11 @@ extension ServerPeer: WebSocketPeerOwner {
     }
 
     func webSocketPeerReceivedPing() {
-        if self.heartbeat.didReceivePing(at: .now()) { self.armHeartbeat() }
+        self.heartbeat.didReceivePing()
     }
 
-    // The answer to a probe brings the next one `interval` after it, before the timeout
-    // the timer was armed for: re-arm, or an answering peer is probed only every
-    // `interval + timeout`.
     func webSocketPeerReceivedPong(_ payload: ByteBuffer) {
-        if self.heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now()) { self.armHeartbeat() }
+        self.heartbeat.didReceivePong(payload)
     }
 
     func webSocketPeerFailed(_ violation: WebSocketProtocolViolation) {
@@ -369,7 +335,7 @@ extension ServerPeer: FramedChannelOwner {
     }
 
     func framedChannelFailed(_ error: TCPFramingError) {
-        self.failed(WebSocketConnectionError(step: .protocol, message: "\(error.message) (closed with \(error.closeCode))", closeCode: error.closeCode))
+        self.failed(error.connectionError)
     }
 
     func framedChannelClosed(_ info: WebSocketCloseInfo) {

@@ -5,7 +5,7 @@ import NIOTLS
 /// they add up to the whole: `dns + tcp + (tls ?? 0) + (handshake ?? 0) == total`.
 ///
 /// ```swift
-/// func transportDidOpen(_ t: any Transport, info: WebSocketOpenInfo) {
+/// func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) {
 ///     if let timing = info.timing { print("tls took \(timing.tls ?? .zero)") }
 /// }
 /// ```

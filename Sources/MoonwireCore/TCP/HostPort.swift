@@ -5,6 +5,19 @@ struct HostPort {
 
     /// Parses an authority (no user info); IPv6 literals need brackets. `fail` makes the
     /// error naming the whole URL.
+    /// Splits `scheme://rest` for a pair of schemes, `plain` and its TLS twin `secure`:
+    /// whether it is the secure one, and what follows `://`.
+    static func scheme<E: Error>(
+        of string: String, plain: String, secure: String, fail: (String) -> E
+    ) throws(E) -> (secure: Bool, rest: Substring) {
+        guard let end = string.range(of: "://") else { throw fail("expected \(plain):// or \(secure)://") }
+        switch string[..<end.lowerBound].lowercased() {
+        case plain: return (false, string[end.upperBound...])
+        case secure: return (true, string[end.upperBound...])
+        default: throw fail("the scheme must be \(plain) or \(secure)")
+        }
+    }
+
     static func parse<E: Error>(_ authority: Substring, portRange: ClosedRange<Int>, fail: (String) -> E) throws(E) -> HostPort {
         if authority.contains("@") { throw fail("user info is not supported") }
         var hostPart: Substring

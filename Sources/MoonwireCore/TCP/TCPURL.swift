@@ -21,13 +21,9 @@ public struct TCPURL: Sendable, Hashable, CustomStringConvertible {
         func fail(_ why: String) -> WebSocketURL.ParseError {
             WebSocketURL.ParseError(message: "invalid TCP URL '\(string)': \(why)")
         }
-        guard let schemeEnd = string.range(of: "://") else { throw fail("expected tcp:// or tls://") }
-        switch string[..<schemeEnd.lowerBound].lowercased() {
-        case "tcp": self.secure = false
-        case "tls": self.secure = true
-        default: throw fail("the scheme must be tcp or tls")
-        }
-        var authority = string[schemeEnd.upperBound...]
+        let scheme = try HostPort.scheme(of: string, plain: "tcp", secure: "tls", fail: fail)
+        self.secure = scheme.secure
+        var authority = scheme.rest
         if authority.hasSuffix("/") { authority = authority.dropLast() }
         if authority.contains("/") || authority.contains("?") || authority.contains("#") {
             throw fail("a TCP URL has no path")

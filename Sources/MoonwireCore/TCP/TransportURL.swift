@@ -1,5 +1,3 @@
-import NIOCore
-
 /// A client URL of any scheme moonwire dials: `ws://`, `wss://`, `tcp://` or `tls://`.
 ///
 /// ```swift
@@ -38,18 +36,6 @@ public enum TransportURL: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .webSocket(let url): return url.description
         case .tcp(let url): return url.description
-        }
-    }
-
-    /// A connection object for this URL, idle until dialled.
-    public func makeTransport(
-        eventLoop: EventLoop,
-        webSocket: WebSocketClientOptions = WebSocketClientOptions(),
-        tcp: TCPClientOptions = TCPClientOptions()
-    ) -> any Transport {
-        switch self {
-        case .webSocket(let url): return WebSocketConnection(url: url, options: webSocket, eventLoop: eventLoop)
-        case .tcp(let url): return TCPConnection(url: url, options: tcp, eventLoop: eventLoop)
         }
     }
 }

@@ -76,6 +76,25 @@ final class WebSocketClientUpgrader: NIOHTTPClientProtocolUpgrader {
         return true
     }
 
+    /// Words a failure of the upgrade itself (refused, or a response that is not HTTP);
+    /// nil for the dial's other errors. `rejection`: why the upgrader said no, if it did.
+    static func handshakeFailure(_ error: Error, rejection: WebSocketConnectionError?) -> WebSocketConnectionError? {
+        switch error {
+        case let error as NIOHTTPClientUpgradeError:
+            if error == .upgraderDeniedUpgrade, let rejection {
+                return rejection
+            }
+            if error == .responseProtocolNotFound {
+                return .handshake("101 response without Upgrade: websocket", status: 101)
+            }
+            return .handshake("upgrade failed (\(error))")
+        case let error as HTTPParserError:
+            return .handshake("malformed HTTP response (\(error))")
+        default:
+            return nil
+        }
+    }
+
     func upgrade(context: ChannelHandlerContext, upgradeResponse: HTTPResponseHead) -> EventLoopFuture<Void> {
         do {
             try self.onUpgrade(context, upgradeResponse, self.negotiation)

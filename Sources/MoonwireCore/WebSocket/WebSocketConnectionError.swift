@@ -72,7 +72,8 @@ public struct WebSocketProtocolViolation: Error, Sendable, Hashable, CustomStrin
     }
 }
 
-/// Misuse of a ``WebSocketConnection`` by its caller, as opposed to a network or peer failure.
+/// Misuse of a connection (``ClientConnection``, ``ServerPeer``, a framing) by its caller, as
+/// opposed to a network or peer failure.
 public struct WebSocketUsageError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What the caller did wrong.
     public var message: String

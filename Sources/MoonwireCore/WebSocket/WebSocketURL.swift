@@ -30,13 +30,9 @@ public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
     /// a fragment (which RFC 6455 forbids).
     public init(_ string: String) throws(ParseError) {
         func fail(_ why: String) -> ParseError { ParseError(message: "invalid WebSocket URL '\(string)': \(why)") }
-        guard let schemeEnd = string.range(of: "://") else { throw fail("expected ws:// or wss://") }
-        switch string[..<schemeEnd.lowerBound].lowercased() {
-        case "ws": self.secure = false
-        case "wss": self.secure = true
-        default: throw fail("the scheme must be ws or wss")
-        }
-        var rest = string[schemeEnd.upperBound...]
+        let scheme = try HostPort.scheme(of: string, plain: "ws", secure: "wss", fail: fail)
+        self.secure = scheme.secure
+        var rest = scheme.rest
         if rest.contains("#") { throw fail("fragments are not allowed") }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
         let authority = rest[..<authorityEnd]
