@@ -161,7 +161,9 @@ public final class ManagedConnection {
     /// ahead of what was queued.
     private var openingHandlers = false
     private var openInfo: WebSocketOpenInfo?
-    private var retryTimer: Scheduled<Void>?
+    private var retryTimer: ClockTask?
+    /// The runtime's clock (virtual under `--virtual-time`): heartbeats and backoff.
+    private let clock: RuntimeClock
     private var heartbeatTimer = HeartbeatTimer()
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
     private var ignoringSocket = false
@@ -171,6 +173,7 @@ public final class ManagedConnection {
 
     public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
+        clock = RuntimeClock.of(eventLoop)
         urlText = url.description
         manualReady = configuration.manualReady
         autoReply = configuration.autoReply
@@ -320,7 +323,7 @@ public final class ManagedConnection {
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
         recorder?.control("ping", payload: payload, outgoing: true)
-        heartbeat.didSend(at: .now())
+        heartbeat.didSend(at: clock.now())
         return true
     }
 
@@ -344,7 +347,7 @@ public final class ManagedConnection {
 
     /// `c:heartbeat(opts | false)`.
     public func setHeartbeat(_ configuration: HeartbeatMonitor.Configuration?) {
-        heartbeat.reconfigure(configuration, at: .now())
+        heartbeat.reconfigure(configuration, at: clock.now())
         armHeartbeat()
     }
 
@@ -375,7 +378,7 @@ public final class ManagedConnection {
             ignoringSocket = true
             socket.abort()
         case .startHeartbeat:
-            heartbeat.start(at: .now())
+            heartbeat.start(at: clock.now())
             armHeartbeat()
         case .stopHeartbeat:
             heartbeat.stop()
@@ -430,7 +433,7 @@ public final class ManagedConnection {
             drive(lifecycle.reconnectHookAnswered(decision.answer))
         case .startRetryTimer(let delay):
             retryTimer?.cancel()
-            retryTimer = eventLoop.scheduleTask(in: delay) { [weak self] in
+            retryTimer = clock.scheduleTask(on: eventLoop, in: delay) { [weak self] in
                 guard let self else { return }
                 self.retryTimer = nil
                 self.drive(self.lifecycle.retryTimerFired())
@@ -450,7 +453,7 @@ public final class ManagedConnection {
     }
 
     private func heartbeatDue() {
-        switch heartbeat.tick(at: .now()) {
+        switch heartbeat.tick(at: clock.now()) {
         case .sendPing(let payload)?:
             try? socket.ping(ByteBuffer(bytes: payload))
         case .sendMessage?:
@@ -522,7 +525,7 @@ public final class ManagedConnection {
         } catch {
             return .down
         }
-        heartbeat.didSend(at: .now())
+        heartbeat.didSend(at: clock.now())
         return .written
     }
 
@@ -535,7 +538,7 @@ public final class ManagedConnection {
     }
 
     fileprivate func socketReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
-        let now = NIODeadline.now()
+        let now = clock.now()
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
             delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
@@ -557,7 +560,7 @@ public final class ManagedConnection {
 
     fileprivate func socketReceivedPong(_ payload: ByteBuffer) {
         recorder?.control("pong", payload: payload, outgoing: false)
-        heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now())
+        heartbeat.didReceivePong(payload: payload.readableBytesView, at: clock.now())
         armHeartbeat()
         delegate?.managedConnection(self, didReceivePong: payload)
     }

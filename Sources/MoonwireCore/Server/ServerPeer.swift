@@ -49,7 +49,9 @@ public final class ServerPeer {
     private(set) var isClosed = false
     private var heartbeat: HeartbeatMonitor
     private var heartbeatTimer = HeartbeatTimer()
-    private var resumeTimer: Scheduled<Void>?
+    private var resumeTimer: ClockTask?
+    /// The runtime's clock (virtual under `--virtual-time`): heartbeats and pauses.
+    private let clock: RuntimeClock
     /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
     /// close frame came back (the peer does not read, so it rarely does).
     private var slowClose: (code: UInt16, reason: String)?
@@ -57,6 +59,7 @@ public final class ServerPeer {
     init(id: Int, channel: Channel, request: ServerPeerRequest, server: MessageServer) {
         self.id = id
         self.channel = channel
+        self.clock = RuntimeClock.of(channel.eventLoop)
         self.remoteAddress = request.remoteAddress
         self.request = request
         self.server = server
@@ -126,7 +129,7 @@ public final class ServerPeer {
     private func countSent(_ bytes: Int) {
         self.stats.messagesSent += 1
         self.stats.bytesSent += bytes
-        self.heartbeat.didSend(at: .now())
+        self.heartbeat.didSend(at: self.clock.now())
     }
 
     /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``; within the
@@ -181,7 +184,7 @@ public final class ServerPeer {
         self.setAutoRead(false)
         self.stopHeartbeat()
         self.resumeTimer?.cancel()
-        self.resumeTimer = self.channel.eventLoop.assumeIsolated().scheduleTask(in: duration) { [weak self] in
+        self.resumeTimer = self.clock.scheduleTask(on: self.channel.eventLoop, in: duration) { [weak self] in
             self?.resume()
         }
     }
@@ -238,7 +241,7 @@ public final class ServerPeer {
     private func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         self.stats.messagesReceived += 1
         self.stats.bytesReceived += message.readableBytes
-        if self.heartbeat.didReceiveMessage(at: .now()) { self.armHeartbeat() }
+        if self.heartbeat.didReceiveMessage(at: self.clock.now()) { self.armHeartbeat() }
         if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
             self.answerProbe(reply, kind: replyKind)
             return
@@ -279,7 +282,7 @@ public final class ServerPeer {
 
     private func startHeartbeat() {
         guard self.heartbeat.configuration != nil else { return }
-        self.heartbeat.start(at: .now())
+        self.heartbeat.start(at: self.clock.now())
         self.armHeartbeat()
     }
 
@@ -298,7 +301,7 @@ public final class ServerPeer {
     }
 
     private func heartbeatDue() {
-        switch self.heartbeat.tick(at: .now()) {
+        switch self.heartbeat.tick(at: self.clock.now()) {
         case .sendPing(let payload)?:
             // A TCP peer has no ping: its silence alone decides.
             try? self.ping(ByteBuffer(bytes: payload))
@@ -344,14 +347,14 @@ extension ServerPeer: WebSocketPeerOwner {
     }
 
     func webSocketPeerReceivedPing() {
-        if self.heartbeat.didReceivePing(at: .now()) { self.armHeartbeat() }
+        if self.heartbeat.didReceivePing(at: self.clock.now()) { self.armHeartbeat() }
     }
 
     // The answer to a probe brings the next one `interval` after it, before the timeout
     // the timer was armed for: re-arm, or an answering peer is probed only every
     // `interval + timeout`.
     func webSocketPeerReceivedPong(_ payload: ByteBuffer) {
-        if self.heartbeat.didReceivePong(payload: payload.readableBytesView, at: .now()) { self.armHeartbeat() }
+        if self.heartbeat.didReceivePong(payload: payload.readableBytesView, at: self.clock.now()) { self.armHeartbeat() }
     }
 
     func webSocketPeerFailed(_ violation: WebSocketProtocolViolation) {

@@ -42,7 +42,7 @@ public final class TCPConnection {
     private var generation = 0
     private var channel: Channel?
     private var handler: FramedChannelHandler?
-    private var connectTimer: Scheduled<Void>?
+    private var connectTimer: ClockTask?
     private var pinVerifier: TLSPinVerifier?
     private var sslContext: NIOSSLContext?
     /// The proxy of the current dial, if any.
@@ -84,7 +84,7 @@ public final class TCPConnection {
         self.dialTimer.start(hostIsIPAddress: self.url.hostIsIPAddress)
 
         let timeout = self.options.connectTimeout
-        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+        self.connectTimer = RuntimeClock.of(self.eventLoop).scheduleTask(on: self.eventLoop, in: timeout) {
             self.dialFailed(generation, DialError.timedOut(hostPort: self.url.hostPort, timeout: timeout, proxy: self.proxy))
         }
         let proxy: ProxySettings?

@@ -60,7 +60,7 @@ public final class WebSocketConnection {
     private var generation = 0
     private var channel: Channel?
     private var handler: WebSocketChannelHandler?
-    private var connectTimer: Scheduled<Void>?
+    private var connectTimer: ClockTask?
     private var upgrader: WebSocketClientUpgrader?
     private var pinVerifier: TLSPinVerifier?
     /// The proxy of the current dial, if any.
@@ -107,7 +107,7 @@ public final class WebSocketConnection {
         self.dialTimer.start(hostIsIPAddress: self.url.hostIsIPAddress)
 
         let timeout = self.options.connectTimeout
-        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+        self.connectTimer = RuntimeClock.of(self.eventLoop).scheduleTask(on: self.eventLoop, in: timeout) {
             self.dialFailed(
                 generation,
                 DialError.timedOut(hostPort: self.url.hostHeader, timeout: timeout, proxy: self.proxy)
