@@ -4,11 +4,11 @@ import NIOCore
 /// pipeline: every read, open, close and error is activity; a connect or a write is
 /// outstanding until it completes (the kernel took the bytes). Only virtual clocks get
 /// one (``attach(to:)`` adds nothing on a real clock), so real runs pay nothing.
-final class ClockProbe: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-    typealias InboundOut = NIOAny
-    typealias OutboundIn = NIOAny
-    typealias OutboundOut = NIOAny
+public final class ClockProbe: ChannelDuplexHandler, RemovableChannelHandler {
+    public typealias InboundIn = NIOAny
+    public typealias InboundOut = NIOAny
+    public typealias OutboundIn = NIOAny
+    public typealias OutboundOut = NIOAny
 
     private let clock: RuntimeClock
 
@@ -18,56 +18,56 @@ final class ClockProbe: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Adds a probe first in `channel`'s pipeline when its loop's clock is virtual. Call on
     /// the channel's loop, before it connects (a bootstrap's initializer).
-    static func attach(to channel: Channel) throws {
+    public static func attach(to channel: Channel) throws {
         let clock = RuntimeClock.of(channel.eventLoop)
         guard clock.isVirtual else { return }
         try channel.pipeline.syncOperations.addHandler(ClockProbe(clock: clock), position: .first)
     }
 
-    func channelActive(context: ChannelHandlerContext) {
+    public func channelActive(context: ChannelHandlerContext) {
         clock.noteActivity()
         context.fireChannelActive()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    public func channelInactive(context: ChannelHandlerContext) {
         clock.noteActivity()
         context.fireChannelInactive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         clock.noteActivity()
         context.fireChannelRead(data)
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    public func channelReadComplete(context: ChannelHandlerContext) {
         clock.noteActivity()
         context.fireChannelReadComplete()
     }
 
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         clock.noteActivity()
         context.fireUserInboundEventTriggered(event)
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
+    public func errorCaught(context: ChannelHandlerContext, error: Error) {
         clock.noteActivity()
         context.fireErrorCaught(error)
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    public func channelWritabilityChanged(context: ChannelHandlerContext) {
         clock.noteActivity()
         context.fireChannelWritabilityChanged()
     }
 
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         context.write(data, promise: outstanding(promise, on: context))
     }
 
-    func connect(context: ChannelHandlerContext, to address: SocketAddress, promise: EventLoopPromise<Void>?) {
+    public func connect(context: ChannelHandlerContext, to address: SocketAddress, promise: EventLoopPromise<Void>?) {
         context.connect(to: address, promise: outstanding(promise, on: context))
     }
 
-    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+    public func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         clock.noteActivity()
         context.close(mode: mode, promise: promise)
     }
