@@ -55,6 +55,13 @@ import Testing
         }
     }
 
+    private func virtualClock() -> (EmbeddedEventLoop, RuntimeClock) {
+        let loop = EmbeddedEventLoop()
+        let clock = RuntimeClock(eventLoop: loop)
+        clock.makeVirtual()
+        return (loop, clock)
+    }
+
     @Test func realClockIsTheLoopsOwn() {
         let loop = EmbeddedEventLoop()
         let clock = RuntimeClock(eventLoop: loop)
@@ -72,9 +79,7 @@ import Testing
     }
 
     @Test func virtualClockJumpsInDeadlineOrderAndReadsExactly() {
-        let loop = EmbeddedEventLoop()
-        let clock = RuntimeClock(eventLoop: loop)
-        clock.makeVirtual()
+        let (loop, clock) = virtualClock()
         #expect(clock.seconds == 0)
         var seen: [String] = []
         func at(_ s: Int64, _ name: String) {
@@ -93,9 +98,7 @@ import Testing
     }
 
     @Test func taskScheduledForNowRunsWithoutAJump() {
-        let loop = EmbeddedEventLoop()
-        let clock = RuntimeClock(eventLoop: loop)
-        clock.makeVirtual()
+        let (loop, clock) = virtualClock()
         var fired = false
         _ = clock.scheduleTask(on: loop, in: .zero) { fired = true }
         loop.run()
@@ -105,9 +108,7 @@ import Testing
     }
 
     @Test func outstandingIOHoldsVirtualTime() {
-        let loop = EmbeddedEventLoop()
-        let clock = RuntimeClock(eventLoop: loop)
-        clock.makeVirtual()
+        let (loop, clock) = virtualClock()
         var fired = false
         _ = clock.scheduleTask(on: loop, in: .seconds(5)) { fired = true }
         clock.beginIO()  // a dial under way
@@ -121,9 +122,7 @@ import Testing
     }
 
     @Test func activityHoldsVirtualTimeUntilTheLoopIsQuiet() {
-        let loop = EmbeddedEventLoop()
-        let clock = RuntimeClock(eventLoop: loop)
-        clock.makeVirtual()
+        let (loop, clock) = virtualClock()
         var fired = false
         _ = clock.scheduleTask(on: loop, in: .seconds(5)) { fired = true }
         // Bytes keep moving (a chatty peer): no jump however many checks pass.
