@@ -309,6 +309,8 @@ public final class ScriptRuntime: @unchecked Sendable {
     private func retire(_ code: Int32) {
         guard !retired else { return }
         retired = true
+        // The loop may run another script (the next test file): its own clock, not this one.
+        clock.uninstall()
         for c in connections.values { c.connection.delegate = nil }
         for s in closingServers { s.server.server.delegate = nil }
         closingServers.removeAll()
