@@ -19,7 +19,7 @@ import NIOPosix
 /// let clock = RuntimeClock(eventLoop: loop)
 /// clock.makeVirtual()
 /// clock.install()
-/// let task = clock.scheduleTask(on: loop, in: .seconds(30)) { print(clock.elapsed) }  // 30.0, at once
+/// let task = clock.scheduleTask(on: loop, in: .seconds(30)) { print(clock.seconds) }  // 30.0, at once
 /// ```
 public final class RuntimeClock: @unchecked Sendable {
     /// The real clock, for loops no runtime installed a clock on.
