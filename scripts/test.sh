@@ -16,6 +16,9 @@ echo "== moonwire check examples/" >&2
 echo "== moonwire test examples/tests" >&2
 "$bin" test examples/tests
 
+echo "== moonwire test --virtual-time examples/tests" >&2
+"$bin" test --virtual-time examples/tests
+
 echo "== moonwire run examples/load_rate.lua (half a second, thresholds gate)" >&2
 "$bin" run --summary examples/load_rate.lua - 50 0.5
 

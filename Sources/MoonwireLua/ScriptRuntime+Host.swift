@@ -14,9 +14,17 @@ extension ScriptRuntime {
         ("every", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.every", as: ScriptRuntime.self) { rt, args in try rt.schedule(args, repeating: true) }
         }),
-        ("now", { L, _ in
-            LuaState(L!).push(Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
-            return 1
+        ("now", { L, ctx in
+            LuaBinding.enter(L, ctx, "mw.now", as: ScriptRuntime.self) { rt, args in
+                args.lua.push(rt.clock.seconds)
+                return 1
+            }
+        }),
+        ("virtual_time", { L, ctx in
+            LuaBinding.enter(L, ctx, "mw.virtual_time", as: ScriptRuntime.self) { rt, args in
+                args.lua.push(rt.clock.isVirtual)
+                return 1
+            }
         }),
         ("connect", { L, ctx in
             LuaBinding.enter(L, ctx, "mw.connect", wrapped: true, as: ScriptRuntime.self) { rt, args in try rt.connect(args) }

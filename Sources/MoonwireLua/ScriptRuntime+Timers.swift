@@ -10,6 +10,8 @@ final class LuaTimer {
     static let className = "moonwire.timer"
 
     var id: TimerScheduler.ID?
+    /// The scheduler it is on: the script's, or the test runner's real-time one.
+    weak var scheduler: TimerScheduler?
     var callback: LuaReference?
     var handle: LuaReference?
 }
@@ -29,7 +31,8 @@ extension ScriptRuntime {
     }
 
     /// `mw.after(seconds, fn)` / `mw.every(seconds, fn)`: fn(timer) runs on the loop.
-    func schedule(_ args: LuaArguments, repeating: Bool) throws -> Int32 {
+    func schedule(_ args: LuaArguments, repeating: Bool, on scheduler: TimerScheduler? = nil) throws -> Int32 {
+        let timers = scheduler ?? self.timers
         let seconds = try args.number(1)
         try args.function(2)
         guard seconds.isFinite, seconds >= 0, seconds < 1e9 else {
@@ -44,6 +47,7 @@ extension ScriptRuntime {
         lua.pushValue(-1)
         timer.handle = lua.reference()
         let delay = TimeAmount.nanoseconds(Int64(seconds * 1e9))
+        timer.scheduler = timers
         timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) { [weak self] in
             self?.fire(timer, repeating: repeating)
         }
@@ -61,7 +65,7 @@ extension ScriptRuntime {
     /// Returns true if the timer was still pending.
     func cancel(_ timer: LuaTimer) -> Bool {
         guard let id = timer.id else { return false }
-        timers.cancel(id)
+        (timer.scheduler ?? timers).cancel(id)
         release(timer)
         return true
     }

@@ -34,11 +34,15 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var shard: Shard?
         /// The limits given on the command line; they win over the script's `mw.limits`.
         public var limits: ScriptLimits
+        /// Timers, sleeps, heartbeats, backoff and timeouts on a virtual clock (`--virtual-time`).
+        public var virtualTime = false
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
-            worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil, limits: ScriptLimits = .init()
+            worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil, limits: ScriptLimits = .init(),
+            virtualTime: Bool = false
         ) {
+            self.virtualTime = virtualTime
             self.limits = limits
             self.recorder = recorder
             self.keepGoing = keepGoing
@@ -73,6 +77,11 @@ public final class ScriptRuntime: @unchecked Sendable {
     let vm: LuaVM
     var lua: LuaState { vm.state }
     let timers: TimerScheduler
+    /// The clock everything of the script reads (docs/testing.md, "Virtual time").
+    public let clock: RuntimeClock
+    /// Real-time timers for the test runner's per-test timeout, apart from `timers` when
+    /// the clock is virtual.
+    lazy var wallTimers: TimerScheduler = clock.isVirtual ? TimerScheduler(eventLoop: eventLoop, clock: .real) : timers
     private let completionPromise: EventLoopPromise<Int32>
     private var startMain: LuaReference?
     /// The prelude's internals table, for the test runner.
@@ -98,7 +107,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.eventLoop = eventLoop
         self.options = options
         self.vm = LuaVM()
-        self.timers = TimerScheduler(eventLoop: eventLoop)
+        self.clock = RuntimeClock(eventLoop: eventLoop)
+        if options.virtualTime { clock.makeVirtual() }
+        self.timers = TimerScheduler(eventLoop: eventLoop, clock: clock)
         self.completionPromise = eventLoop.makePromise()
         metrics.shard = options.shard
         installGuard()
@@ -116,6 +127,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// `StartError.compile` before anything ran.
     public func run(script path: String, arguments: [String]) -> EventLoopFuture<Int32> {
         eventLoop.flatSubmit { [self] in
+            clock.install()
             do throws(LuaError) {
                 try lua.load(file: path)
             } catch {
@@ -134,6 +146,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// `name` is Lua's chunk name: "@file" or "=label".
     func run(chunk: [UInt8], name: String, scriptName: String, arguments: [String]) -> EventLoopFuture<Int32> {
         eventLoop.flatSubmit { [self] in
+            clock.install()
             do throws(LuaError) {
                 try lua.load(source: chunk, chunkName: name)
             } catch {
@@ -296,6 +309,8 @@ public final class ScriptRuntime: @unchecked Sendable {
     private func retire(_ code: Int32) {
         guard !retired else { return }
         retired = true
+        // The loop may run another script (the next test file): its own clock, not this one.
+        clock.uninstall()
         for c in connections.values { c.connection.delegate = nil }
         for s in closingServers { s.server.server.delegate = nil }
         closingServers.removeAll()

@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import Dispatch
+import Foundation
 import Logging
 import MoonwireCore
 import NIOCore
@@ -75,6 +76,9 @@ public final class TestFileRunner: @unchecked Sendable {
         /// Put before `package.path` and `package.cpath` (busted's `--lpath`, `--cpath`).
         public var lpath = ""
         public var cpath = ""
+        /// Runs every file on a virtual clock (`--virtual-time`); a file can ask for it
+        /// alone with the comment line `-- moonwire: virtual-time` at its top.
+        public var virtualTime = false
 
         public init(filter: String = "", timeout: Double = 10, seed: UInt32? = nil, shuffle: Bool = false, failFast: Bool = false, list: Bool = false) {
             self.filter = filter
@@ -117,6 +121,7 @@ public final class TestFileRunner: @unchecked Sendable {
     /// Runs the file's tests.
     public func run(file: String, options: Options) -> EventLoopFuture<[TestCaseResult]> {
         runtime.eventLoop.flatSubmit { [self] in
+            if options.virtualTime || Self.asksForVirtualTime(file) { runtime.clock.makeVirtual() }
             installTestHost()
             return runtime.run(
                 chunk: PackageResources.test_runner_lua, name: "@moonwire/test_runner.lua", scriptName: file,
@@ -136,6 +141,22 @@ public final class TestFileRunner: @unchecked Sendable {
     }
 
     private var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// The pragma that puts one file on a virtual clock: a comment line
+    /// `-- moonwire: virtual-time` among the comment lines the file starts with.
+    static let virtualTimePragma = "moonwire: virtual-time"
+
+    /// Whether `file` starts with comment lines of which one is the pragma.
+    static func asksForVirtualTime(_ file: String) -> Bool {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { return false }
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || (index == 0 && trimmed.hasPrefix("#!")) { continue }
+            guard trimmed.hasPrefix("--") else { return false }
+            if trimmed.dropFirst(2).trimmingCharacters(in: .whitespaces) == virtualTimePragma { return true }
+        }
+        return false
+    }
 
     private func notifyUncaught() {
         guard let onUncaught, !runtime.finished else { return }
@@ -188,6 +209,16 @@ public final class TestFileRunner: @unchecked Sendable {
                 args.lua.push(runner.runtime.explainingMemoryLimit(try args.string(1)))
                 return 1
             }
+        }),
+        // The per-test timeout and the durations reported: real time, under a virtual clock too.
+        ("wall_after", { L, ctx in
+            LuaBinding.enter(L, ctx, "wall_after", as: TestFileRunner.self) { runner, args in
+                try runner.runtime.schedule(args, repeating: false, on: runner.runtime.wallTimers)
+            }
+        }),
+        ("wall_now", { L, _ in
+            LuaState(L!).push(Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
+            return 1
         }),
         ("take_uncaught", { L, ctx in
             LuaBinding.enter(L, ctx, "take_uncaught", as: TestFileRunner.self) { runner, args in

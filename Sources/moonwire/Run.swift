@@ -34,6 +34,9 @@ struct Run: ParsableCommand {
 
     @OptionGroup(title: "Measured runs") var measured: MetricsOptions
 
+    @Flag(name: .customLong("virtual-time"), help: "Run timers, sleeps, heartbeats, backoff and timeouts on a virtual clock that jumps to the next deadline when nothing else can happen (as in moonwire test).")
+    var virtualTime = false
+
     @Flag(help: "Log an uncaught error in a callback and go on, instead of exiting with 1.")
     var keepGoing = false
 
@@ -61,7 +64,9 @@ struct Run: ParsableCommand {
         let recorder = try recording.makeRecorder()
         let shard = try measured.resolvedShard()
         let chosenLimits = try limits.limits()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: workers)
+        let group = virtualTime
+            ? MultiThreadedEventLoopGroup(numberOfThreads: workers, metricsDelegate: LoopTicks())
+            : MultiThreadedEventLoopGroup(numberOfThreads: workers)
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
             // One worker is the plain case: its lines look as they always did.
@@ -71,7 +76,7 @@ struct Run: ParsableCommand {
                 options: .init(
                     keepGoing: keepGoing, logger: global.makeLogger(worker: named),
                     reportError: { [global] in global.reportError($0, worker: named) },
-                    worker: worker, workers: workers, recorder: recorder, limits: chosenLimits
+                    worker: worker, workers: workers, recorder: recorder, limits: chosenLimits, virtualTime: virtualTime
                 ).sliced(shard: shard, worker: worker, workers: workers)
             )
             runtime.metrics.shard = shard

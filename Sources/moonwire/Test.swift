@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import MoonwireCore
 import MoonwireLua
 import NIOCore
 import NIOPosix
@@ -70,6 +71,9 @@ struct Test: ParsableCommand {
     @Flag(help: "Print where each test is declared and its name, without running any.")
     var list = false
 
+    @Flag(name: .customLong("virtual-time"), help: "Run timers, sleeps, heartbeats, backoff and timeouts on a virtual clock that jumps to the next deadline when nothing else can happen (one file: '-- moonwire: virtual-time' at its top).")
+    var virtualTime = false
+
     @OptionGroup var memory: MemoryLimitOption
 
     @Argument(help: "Test files or folders (default: tests/ or spec/).")
@@ -130,6 +134,7 @@ struct Test: ParsableCommand {
         )
         options.tags = tags
         options.excludeTags = excludeTags
+        options.virtualTime = virtualTime
         options.helper = helper ?? config.values["helper"]?.first ?? ""
         options.lpath = lpath ?? config.values["lpath"]?.joined(separator: ";") ?? ""
         options.cpath = cpath ?? config.values["cpath"]?.joined(separator: ";") ?? ""
@@ -177,7 +182,8 @@ struct Test: ParsableCommand {
 
     /// Runs the files on `jobs` event loops; prints each file's lines as it ends.
     private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options, printLines: Bool) -> [TestFileReport] {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(runs.count, 1)))
+        // LoopTicks: a virtual clock jumps only after whole loop ticks without I/O.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(runs.count, 1)), metricsDelegate: LoopTicks())
         defer { try? group.syncShutdownGracefully() }
         let state = RunState(count: runs.count)
         let workers = DispatchGroup()

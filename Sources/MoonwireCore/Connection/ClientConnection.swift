@@ -79,7 +79,7 @@ public final class ClientConnection {
     private var framedDuringDial: FramedChannelHandler?
     /// A WebSocket dial's upgrader, which knows why it refused an upgrade.
     private var upgrader: WebSocketClientUpgrader?
-    private var connectTimer: Scheduled<Void>?
+    private var connectTimer: ClockTask?
     private var pinVerifier: TLSPinVerifier?
     /// The proxy of the current dial, if any.
     private var proxy: ProxySettings?
@@ -175,7 +175,7 @@ public final class ClientConnection {
         let endpoint = self.endpoint
         self.dialTimer.start(hostIsIPAddress: endpoint.hostIsIPAddress)
 
-        self.connectTimer = self.eventLoop.assumeIsolated().scheduleTask(in: endpoint.timeout) {
+        self.connectTimer = RuntimeClock.of(self.eventLoop).scheduleTask(on: self.eventLoop, in: endpoint.timeout) {
             self.dialFailed(generation, DialError.timedOut(hostPort: endpoint.hostPort, timeout: endpoint.timeout, proxy: self.proxy))
         }
         let proxy: ProxySettings?

@@ -160,7 +160,7 @@ public final class ManagedConnection {
     /// ahead of what was queued.
     private var openingHandlers = false
     private var openInfo: WebSocketOpenInfo?
-    private var retryTimer: Scheduled<Void>?
+    private var retryTimer: ClockTask?
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
     private var ignoringSocket = false
     private var droppedByLastClose = 0
@@ -425,7 +425,7 @@ public final class ManagedConnection {
             drive(lifecycle.reconnectHookAnswered(decision.answer))
         case .startRetryTimer(let delay):
             retryTimer?.cancel()
-            retryTimer = eventLoop.scheduleTask(in: delay) { [weak self] in
+            retryTimer = RuntimeClock.of(eventLoop).scheduleTask(on: eventLoop, in: delay) { [weak self] in
                 guard let self else { return }
                 self.retryTimer = nil
                 self.drive(self.lifecycle.retryTimerFired())

@@ -34,6 +34,8 @@ final class HeartbeatDriver {
     private(set) var monitor: HeartbeatMonitor
     private var timer = HeartbeatTimer()
     private let eventLoop: EventLoop
+    /// The runtime's clock (virtual under `--virtual-time`), read for every deadline.
+    private let clock: RuntimeClock
     /// Performs what is due; held weakly (it owns the driver).
     weak var owner: HeartbeatOwner?
 
@@ -41,6 +43,7 @@ final class HeartbeatDriver {
     init(_ configuration: HeartbeatMonitor.Configuration?, eventLoop: EventLoop) {
         self.monitor = HeartbeatMonitor(configuration)
         self.eventLoop = eventLoop
+        self.clock = RuntimeClock.of(eventLoop)
     }
 
     /// The settings in force; nil when the heartbeat is off.
@@ -48,7 +51,7 @@ final class HeartbeatDriver {
 
     /// The connection opened (or a pause ended): silence is counted from now.
     func start() {
-        self.monitor.start(at: .now())
+        self.monitor.start(at: self.clock.now())
         self.arm()
     }
 
@@ -60,35 +63,35 @@ final class HeartbeatDriver {
 
     /// New settings, or nil to turn the heartbeat off; on an open connection they count from now.
     func reconfigure(_ configuration: HeartbeatMonitor.Configuration?) {
-        self.monitor.reconfigure(configuration, at: .now())
+        self.monitor.reconfigure(configuration, at: self.clock.now())
         self.arm()
     }
 
     /// Something went out (a message, or a ping the script sent).
     @inline(__always)
     func didSend() {
-        self.monitor.didSend(at: .now())
+        self.monitor.didSend(at: self.clock.now())
     }
 
     /// A message arrived that does not match the heartbeat's `reply` pattern (or there is none).
     @inline(__always)
     func didReceiveMessage() {
-        if self.monitor.didReceiveMessage(at: .now()) { self.arm() }
+        if self.monitor.didReceiveMessage(at: self.clock.now()) { self.arm() }
     }
 
     /// A message arrived that matches the heartbeat's `reply` pattern.
     func didReceiveReply() {
-        if self.monitor.didReceiveReply(at: .now()) { self.arm() }
+        if self.monitor.didReceiveReply(at: self.clock.now()) { self.arm() }
     }
 
     /// A pong arrived.
     func didReceivePong(_ payload: ByteBuffer) {
-        if self.monitor.didReceivePong(payload: payload.readableBytesView, at: .now()) { self.arm() }
+        if self.monitor.didReceivePong(payload: payload.readableBytesView, at: self.clock.now()) { self.arm() }
     }
 
     /// A ping arrived.
     func didReceivePing() {
-        if self.monitor.didReceivePing(at: .now()) { self.arm() }
+        if self.monitor.didReceivePing(at: self.clock.now()) { self.arm() }
     }
 
     // The answer to a probe brings the next one `interval` after it, before the timeout
@@ -103,7 +106,7 @@ final class HeartbeatDriver {
     }
 
     private func due() {
-        switch self.monitor.tick(at: .now()) {
+        switch self.monitor.tick(at: self.clock.now()) {
         case .sendPing(let payload)?:
             self.owner?.heartbeatSendPing(ByteBuffer(bytes: payload))
         case .sendMessage?:

@@ -34,7 +34,7 @@ final class HTTPFallbackHandler: ChannelInboundHandler, RemovableChannelHandler 
     private let gate: HandshakeGate
     private let handshakeTimeout: TimeAmount
     private let limits: NIOHTTPDecoderLimitConfiguration
-    private var deadline: Scheduled<Void>?
+    private var deadline: ClockTask?
     private var isUpgrade = false
     private var answered = false
 
@@ -45,7 +45,7 @@ final class HTTPFallbackHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        self.deadline = context.eventLoop.assumeIsolated().scheduleTask(in: self.handshakeTimeout) {
+        self.deadline = RuntimeClock.of(context.eventLoop).scheduleTask(on: context.eventLoop, in: self.handshakeTimeout) {
             context.close(promise: nil)
         }
     }

@@ -76,6 +76,7 @@ public final class MessageServer {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     ChannelTuning.tuneLoopback(channel)
+                    try ClockProbe.attach(to: channel)
                     try bound.value.configure(channel)
                 }
             }

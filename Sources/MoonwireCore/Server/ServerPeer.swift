@@ -48,7 +48,7 @@ public final class ServerPeer {
     private(set) var isConnected = false
     private(set) var isClosed = false
     private let heartbeat: HeartbeatDriver
-    private var resumeTimer: Scheduled<Void>?
+    private var resumeTimer: ClockTask?
     /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
     /// close frame came back (the peer does not read, so it rarely does).
     private var slowClose: (code: UInt16, reason: String)?
@@ -175,7 +175,7 @@ public final class ServerPeer {
         self.setAutoRead(false)
         self.heartbeat.stop()
         self.resumeTimer?.cancel()
-        self.resumeTimer = self.channel.eventLoop.assumeIsolated().scheduleTask(in: duration) { [weak self] in
+        self.resumeTimer = RuntimeClock.of(self.channel.eventLoop).scheduleTask(on: self.channel.eventLoop, in: duration) { [weak self] in
             self?.resume()
         }
     }

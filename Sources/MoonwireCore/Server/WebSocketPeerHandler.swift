@@ -35,7 +35,7 @@ final class WebSocketPeerHandler: ChannelInboundHandler, RemovableChannelHandler
     private(set) var context: ChannelHandlerContext?
     var discarding = false
     private var flushes = FlushBatching()
-    var closeTimer: Scheduled<Void>?
+    var closeTimer: ClockTask?
 
     init(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet, owner: WebSocketPeerOwner) {
         self.outlet = outlet

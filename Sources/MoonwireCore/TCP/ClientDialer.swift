@@ -25,6 +25,17 @@ enum ClientDialer {
         adopt: @escaping (Channel) throws -> Void,
         configure: @escaping (Channel) throws -> Void
     ) -> EventLoopFuture<Channel> {
+        // A virtual clock holds still while the dial (resolve, connect, proxy) is under way.
+        let clock = RuntimeClock.of(loop)
+        clock.beginIO()
+        return connect(on: loop, host: host, port: port, proxy: proxy, timeout: timeout, adopt: adopt, configure: configure)
+            .always { _ in clock.endIO() }
+    }
+
+    private static func connect(
+        on loop: EventLoop, host: String, port: Int, proxy: ProxySettings?, timeout: TimeAmount,
+        adopt: @escaping (Channel) throws -> Void, configure: @escaping (Channel) throws -> Void
+    ) -> EventLoopFuture<Channel> {
         let steps = NIOLoopBound((adopt: adopt, configure: configure), eventLoop: loop)
         let deadline = NIODeadline.now() + timeout
         let tunnel = NIOLoopBoundBox<ProxyTunnel?>(nil, eventLoop: loop)
@@ -35,6 +46,7 @@ enum ClientDialer {
             .channelOption(.recvAllocator, value: ChannelTuning.readAllocator)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try ClockProbe.attach(to: channel)
                     try steps.value.adopt(channel)
                     guard let proxy else {
                         try steps.value.configure(channel)

@@ -48,7 +48,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var ending: Ending?
     private var reported = false
     private var flushes = FlushBatching()
-    private var closeTimer: Scheduled<Void>?
+    private var closeTimer: ClockTask?
 
     init(framing: TCPFraming, closeTimeout: TimeAmount, owner: FramedChannelOwner) {
         self.reader = MessageReader(framing.makeDecoder())
@@ -162,7 +162,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let drained = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(self.wrapOutboundOut(ByteBuffer()), promise: drained)
         drained.futureResult.assumeIsolated().whenComplete { _ in self.context?.close(promise: nil) }
-        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
+        self.closeTimer = RuntimeClock.of(context.eventLoop).scheduleTask(on: context.eventLoop, in: self.closeTimeout) {
             self.context?.close(promise: nil)
         }
     }

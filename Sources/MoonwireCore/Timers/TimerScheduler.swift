@@ -28,16 +28,26 @@ public final class TimerScheduler {
     }
 
     public let eventLoop: EventLoop
+    /// The clock the timers are on (the runtime's; virtual under `--virtual-time`).
+    public let clock: RuntimeClock
     /// The time source; tests pass a virtual one along with an `EmbeddedEventLoop`.
     private let now: () -> NIODeadline
     private var timers: [ID: Timer] = [:]
     private var queue = TimerQueue<ID>()
-    private var armed: (deadline: NIODeadline, task: Scheduled<Void>)?
+    private var armed: (deadline: NIODeadline, task: ClockTask)?
     private var nextID: UInt64 = 0
 
     public init(eventLoop: EventLoop, now: @escaping () -> NIODeadline = NIODeadline.now) {
         self.eventLoop = eventLoop
+        self.clock = .real
         self.now = now
+    }
+
+    /// Timers on `clock`.
+    public init(eventLoop: EventLoop, clock: RuntimeClock) {
+        self.eventLoop = eventLoop
+        self.clock = clock
+        self.now = { clock.now() }
     }
 
     /// Timers scheduled and not yet fired (one-shot) or cancelled.
@@ -48,7 +58,11 @@ public final class TimerScheduler {
     /// instead of one each. Call on `eventLoop`.
     public static func shared(on eventLoop: EventLoop) -> TimerScheduler {
         eventLoop.preconditionInEventLoop()
-        return perThread.currentValue(orMake: { TimerScheduler(eventLoop: eventLoop) }, keepingIf: { $0.eventLoop === eventLoop })
+        let clock = RuntimeClock.of(eventLoop)
+        return perThread.currentValue(
+            orMake: { TimerScheduler(eventLoop: eventLoop, clock: clock) },
+            keepingIf: { $0.eventLoop === eventLoop && $0.clock === clock }
+        )
     }
 
     // One per loop thread; an embedded loop runs on its caller's thread, hence the check
@@ -101,7 +115,7 @@ public final class TimerScheduler {
         }
         if let armed, armed.deadline <= deadline { return }
         armed?.task.cancel()
-        let task = eventLoop.scheduleTask(deadline: deadline) { [weak self] in
+        let task = clock.scheduleTask(on: eventLoop, deadline: deadline) { [weak self] in
             guard let self else { return }
             self.fireDue()
         }

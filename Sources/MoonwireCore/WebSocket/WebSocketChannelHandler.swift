@@ -29,7 +29,7 @@ final class WebSocketChannelHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// Small frames made since the last write to the channel, in order: written ahead of
     /// any other frame and at every flush.
     private var gathered: ByteBuffer?
-    var closeTimer: Scheduled<Void>?
+    var closeTimer: ClockTask?
     /// The kind and compression of an outbound message being sent in fragments.
     private var outboundMessage: (kind: WebSocketMessageKind, compressed: Bool)?
 

@@ -7,7 +7,7 @@ import NIOCore
 protocol WebSocketCloseHandling: AnyObject {
     var closing: WebSocketCloseStateMachine { get set }
     var discarding: Bool { get set }
-    var closeTimer: Scheduled<Void>? { get set }
+    var closeTimer: ClockTask? { get set }
     var closeTimeout: TimeAmount { get }
     var context: ChannelHandlerContext? { get }
 
@@ -57,7 +57,7 @@ extension WebSocketCloseHandling {
     func armCloseTimer() {
         guard let context = self.context else { return }
         self.closeTimer?.cancel()
-        self.closeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: self.closeTimeout) {
+        self.closeTimer = RuntimeClock.of(context.eventLoop).scheduleTask(on: context.eventLoop, in: self.closeTimeout) {
             let action = self.closing.closeTimedOut()
             if case .none = action {
                 // Handshake done but TCP still open.

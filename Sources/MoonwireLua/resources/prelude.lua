@@ -109,6 +109,8 @@ end
 mw.after = host.after
 mw.every = host.every
 mw.now = host.now
+-- virtual time: true when the clock is virtual (moonwire test --virtual-time)
+mw.virtual_time = host.virtual_time
 mw.exit = host.exit
 mw.limits = host.limits
 mw.hex = host.hex

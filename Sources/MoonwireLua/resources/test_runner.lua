@@ -380,7 +380,7 @@ local function run_bounded(fn)
   end)
   host.take_uncaught()
   host.watchdog(true, timeout)
-  local timer = host.after(timeout, function()
+  local timer = host.wall_after(timeout, function()
     if finished then return end
     local at, callee = waiting_at(co)
     host.abandon(co)
@@ -454,14 +454,14 @@ local function merge(ok, failure, part_ok, part_failure)
 end
 
 local function report(name, status, started, failure, location, title)
-  host.report(name, status, mw.now() - started, failure and failure.message or "", failure and failure.traceback or "",
+  host.report(name, status, host.wall_now() - started, failure and failure.message or "", failure and failure.traceback or "",
     location or "", title or name)
 end
 
 local stopped = false
 
 local function run_test(t)
-  local started = mw.now()
+  local started = host.wall_now()
   if not t.fn then return report(t.name, "skipped", started, nil, t.location, t.title) end
   owned = {}
   failure_texts = {}
@@ -532,7 +532,7 @@ function run_block_body(block)
   if list then
     for _, child in ipairs(shuffled(block)) do
       if child.test then
-        if selected(child) then report(child.name, "skipped", mw.now(), nil, child.location, child.title) end
+        if selected(child) then report(child.name, "skipped", host.wall_now(), nil, child.location, child.title) end
       else
         run_block(child)
       end
@@ -553,7 +553,7 @@ function run_block_body(block)
       if selected(child) then
         if hooks_ok then run_test(child)
         else
-          report(child.name, status_of(failure), mw.now(),
+          report(child.name, status_of(failure), host.wall_now(),
             { message = "setup failed: " .. failure.message, traceback = failure.traceback }, child.location, child.title)
         end
       end
@@ -563,7 +563,7 @@ function run_block_body(block)
   end
   for _, hook in ipairs(block.teardown) do
     local ok, err = run_bounded(hook)
-    if not ok then report(full_name(block, "teardown"), "error", mw.now(), err, block.location or file) end
+    if not ok then report(full_name(block, "teardown"), "error", host.wall_now(), err, block.location or file) end
   end
 end
 
@@ -573,16 +573,16 @@ local function main()
     local helper_chunk, helper_error = loadfile(helper, "t")
     local ok, err = false, { message = helper_error }
     if helper_chunk then ok, err = xpcall(helper_chunk, handler) end
-    if not ok then return report(file, "error", mw.now(), { message = "helper " .. helper .. ": " .. err.message, traceback = err.traceback or "" }, file) end
+    if not ok then return report(file, "error", host.wall_now(), { message = "helper " .. helper .. ": " .. err.message, traceback = err.traceback or "" }, file) end
   end
   local chunk, compile_error = loadfile(file, "t")
   if not chunk then
-    report(file, "error", mw.now(), { message = compile_error }, file)
+    report(file, "error", host.wall_now(), { message = compile_error }, file)
   else
     local ok, err = xpcall(chunk, handler)
     collecting = false
     if not ok then
-      report(file, "error", mw.now(), err, file)
+      report(file, "error", host.wall_now(), err, file)
     else
       run_block(root)
     end
@@ -592,5 +592,5 @@ end
 -- The file's state ends only here (Swift holds it open until mw.exit): even a
 -- fault of the runner itself must reach this line, or the file would never end.
 local ok, err = xpcall(main, debug.traceback)
-if not ok then report(file, "error", mw.now(), { message = "moonwire test: " .. tostring(err), traceback = "" }, file) end
+if not ok then report(file, "error", host.wall_now(), { message = "moonwire test: " .. tostring(err), traceback = "" }, file) end
 mw.exit(0)
