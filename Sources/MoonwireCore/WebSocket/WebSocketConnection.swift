@@ -59,7 +59,7 @@ public final class WebSocketConnection {
     /// Identifies the current dial; callbacks from an earlier dial's channel are ignored.
     private var generation = 0
     private var channel: Channel?
-    private var handler: WebSocketChannelHandler?
+    private var handler: WebSocketHandler<WebSocketConnection>?
     private var connectTimer: Scheduled<Void>?
     private var upgrader: WebSocketClientUpgrader?
     private var pinVerifier: TLSPinVerifier?
@@ -210,7 +210,10 @@ public final class WebSocketConnection {
         } catch {
             throw WebSocketConnectionError.handshake("cannot set up compression: \(error)")
         }
-        let handler = WebSocketChannelHandler(connection: self, options: self.options, deflate: deflate)
+        let handler = WebSocketHandler(
+            role: .client, owner: self, maxMessage: self.options.maxMessage, deflate: deflate,
+            closeTimeout: self.options.closeTimeout, fragmentSize: self.options.fragmentSize
+        )
         let pipeline = context.pipeline.syncOperations
         let handshake = try pipeline.handler(type: WebSocketHandshakeHandler.self)
         pipeline.removeHandler(handshake, promise: nil)
@@ -303,18 +306,18 @@ public final class WebSocketConnection {
     /// does nothing.
     public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
         self.eventLoop.assertInEventLoop()
-        guard WebSocketCloseCode.isValidOnWire(code) else {
-            throw WebSocketUsageError("invalid close code \(code): use 1000 or 3000-4999")
-        }
-        guard reason.utf8.count <= 123 else {
-            throw WebSocketUsageError("close reason longer than 123 bytes")
+        let close: WebSocketClose
+        do {
+            close = try WebSocketClose(code: Int(code), reason: reason)
+        } catch {
+            throw WebSocketUsageError(error)
         }
         switch self.state {
         case .connecting:
             self.abandonDial()
         case .open:
             self.state = .closing
-            self.handler?.close(code: code, reason: reason)
+            self.handler?.close(close)
         case .idle, .closing, .closed:
             break
         }
