@@ -135,14 +135,7 @@ struct WebSocketHandlerTests {
         #expect(throws: WebSocketUsageError("connection is not open")) { try end.handler.send(ByteBuffer(string: "late"), kind: .text) }
         try end.receive(.text, "ignored after the close")
         #expect(end.owner.messages.isEmpty)
-        end.tick()
-        if role == .server {
-            #expect(!end.channel.isActive)
-        } else {
-            #expect(end.channel.isActive)
-            end.channel.embeddedEventLoop.advanceTime(by: End.closeTimeout)
-            #expect(!end.channel.isActive, "the close timer drops a server that does not end TCP")
-        }
+        end.expectTCPEndsByRole()
         #expect(end.owner.closes.count == 1)
     }
 
@@ -243,17 +236,8 @@ struct WebSocketHandlerTests {
         let sent = try end.sent()
         #expect(sent.count == 1 && sent.first?.opcode == .close && sent.first?.masked == (role == .client))
         #expect(sent.first?.closeCode == violation.code)
-        end.tick()
-        if role == .server {
-            // The server ends TCP once its close frame is out.
-            #expect(!end.channel.isActive)
-        } else {
-            // The client reads nothing more, not even the server's close frame: it waits for
-            // the server to end TCP, at most the close timeout.
-            #expect(end.channel.isActive)
-            end.channel.embeddedEventLoop.advanceTime(by: End.closeTimeout)
-            #expect(!end.channel.isActive)
-        }
+        // The client reads nothing more, not even the server's close frame.
+        end.expectTCPEndsByRole()
         #expect(end.owner.closes.map(\.code) == [violation.code])
         #expect(end.owner.closes.first?.clean == false && end.owner.closes.first?.initiator == .local)
     }
@@ -310,6 +294,19 @@ private final class End {
 
     /// The role of the other end.
     var peer: WebSocketRole { self.role == .client ? .server : .client }
+
+    /// After the close handshake or a failure: a server has ended TCP once its last frame
+    /// was out; a client waits for the server to, and drops TCP itself after the close timeout.
+    func expectTCPEndsByRole(sourceLocation: SourceLocation = #_sourceLocation) {
+        self.tick()
+        if self.role == .server {
+            #expect(!self.channel.isActive, sourceLocation: sourceLocation)
+        } else {
+            #expect(self.channel.isActive, sourceLocation: sourceLocation)
+            self.channel.embeddedEventLoop.advanceTime(by: Self.closeTimeout)
+            #expect(!self.channel.isActive, "the close timer drops TCP", sourceLocation: sourceLocation)
+        }
+    }
 
     /// Runs what the loop has queued: the end-of-tick flush.
     func tick() {

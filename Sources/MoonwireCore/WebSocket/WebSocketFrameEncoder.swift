@@ -46,13 +46,7 @@ struct WebSocketFrameEncoder {
     }
 
     /// A new buffer holding the whole frame for `payload`.
-    mutating func frame(
-        _ opcode: WebSocketOpcode,
-        fin: Bool = true,
-        rsv1: Bool = false,
-        payload: ByteBuffer,
-        allocator: ByteBufferAllocator
-    ) -> ByteBuffer {
+    mutating func frame(_ opcode: WebSocketOpcode, fin: Bool = true, rsv1: Bool = false, payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
         payload.withUnsafeReadableBytes { self.frame(opcode, fin: fin, rsv1: rsv1, payload: $0, allocator: allocator) }
     }
 
