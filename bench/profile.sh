@@ -85,7 +85,7 @@ if [ "$workload" = heartbeat ]; then
     # Pings sent, from callgrind's call counts: a late timer under valgrind sends fewer.
     pings() {
         callgrind_annotate --tree=caller --threshold=100 "$work/cg.$1" 2>/dev/null \
-            | awk '/^ *$/ {blk = ""; next} {blk = blk "\n" $0} /\*  .*WebSocketChannelHandlerC4ping/ {print blk}' \
+            | awk '/^ *$/ {blk = ""; next} {blk = blk "\n" $0} /\*  .*WebSocketHandlerC4ping/ {print blk}' \
             | grep -o '([0-9,]*x)' | tr -d '(),x' | awk '{s += $1} END {print s + 0}'
     }
     per=$(( $(pings $((2 * n))) - $(pings "$n") ))

@@ -69,8 +69,10 @@ extension ScriptRuntime {
                     throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
                 }
                 let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
-                guard payload.count <= 125 else { throw args.error(2, "a ping payload is at most 125 bytes") }
-                if c.connection.ping(ByteBuffer(bytes: payload)) {
+                guard let ping = try? WebSocketPing(ByteBuffer(bytes: payload)) else {
+                    throw args.error(2, "a ping payload is at most \(WebSocketPing.maxPayload) bytes")
+                }
+                if c.connection.ping(ping.payload) {
                     args.lua.push(true)
                     return 1
                 }
@@ -546,11 +548,14 @@ extension LuaArguments {
     /// may carry (default 1000) and a reason of at most 123 bytes, else misuse.
     func closeCodeAndReason() throws(LuaArgumentError) -> (code: UInt16, reason: String) {
         let code = try optionalInteger(2) ?? 1000
-        guard (0...4999).contains(code), WebSocketCloseCode.isValidOnWire(UInt16(code)) else {
+        // The code is checked before argument 3 is read, so a bad code is reported first.
+        guard (try? WebSocketClose(code: code, reason: "")) != nil else {
             throw error(2, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
         }
         let reason = isNoneOrNil(3) ? "" : try string(3)
-        guard reason.utf8.count <= 123 else { throw error(3, "a close reason is at most 123 bytes") }
-        return (UInt16(code), reason)
+        guard let close = try? WebSocketClose(code: code, reason: reason) else {
+            throw error(3, "a close reason is at most \(WebSocketClose.maxReason) bytes")
+        }
+        return (close.code, close.reason)
     }
 }

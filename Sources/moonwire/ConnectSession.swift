@@ -88,7 +88,9 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         switch name {
         case "ping":
             guard url.isWebSocket else { return printer.complaint("/ping: TCP has no ping") }
-            guard argument.utf8.count <= 125 else { return printer.complaint("/ping: a ping payload is at most 125 bytes") }
+            guard (try? WebSocketPing(ByteBuffer(string: argument))) != nil else {
+                return printer.complaint("/ping: a ping payload is at most \(WebSocketPing.maxPayload) bytes")
+            }
             guard connection.ping(ByteBuffer(string: argument)) else { return printer.complaint("/ping: the connection is not open") }
             pings[argument] = .now()
             printer.event("ping", argument.isEmpty ? "ping" : "ping \(argument)", direction: .outgoing)
@@ -96,7 +98,9 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
             guard let (code, reason) = SessionInput.closeArguments(argument),
                 code == WebSocketCloseCode.normal || (3000...4999).contains(code)
             else { return printer.complaint("/close: the code must be 1000 or 3000-4999, as in /close 4000 done") }
-            guard reason.utf8.count <= 123 else { return printer.complaint("/close: the reason is at most 123 bytes") }
+            guard (try? WebSocketClose(code: Int(code), reason: reason)) != nil else {
+                return printer.complaint("/close: the reason is at most \(WebSocketClose.maxReason) bytes")
+            }
             userClosed = true
             connection.close(code: code, reason: reason)
         case "binary":

@@ -370,10 +370,10 @@ struct WebSocketUnitTests {
 
     @Test("frame writer masks and unmasks at every length class")
     func writerMasks() {
-        var writer = WebSocketFrameWriter()
+        var writer = WebSocketFrameEncoder(role: .client)
         for length in [0, 1, 7, 125, 126, 65535, 65536, 70001] {
             let payload = ByteBuffer(bytes: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-            var frame = writer.frame(opcode: 2, payload: payload, allocator: ByteBufferAllocator())
+            var frame = writer.frame(.binary, payload: payload, allocator: ByteBufferAllocator())
             let b0 = frame.readInteger(as: UInt8.self)!
             let b1 = frame.readInteger(as: UInt8.self)!
             #expect(b0 == 0x82 && b1 & 0x80 != 0)

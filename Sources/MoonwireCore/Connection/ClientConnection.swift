@@ -56,7 +56,7 @@ public final class ClientConnection {
 
     /// The handler that carries the messages of the open connection.
     private enum Link {
-        case webSocket(WebSocketChannelHandler)
+        case webSocket(WebSocketHandler<ClientConnection>)
         case tcp(FramedChannelHandler)
     }
 
@@ -328,7 +328,10 @@ public final class ClientConnection {
         } catch {
             throw WebSocketConnectionError.handshake("cannot set up compression: \(error)")
         }
-        let handler = WebSocketChannelHandler(connection: self, options: options, deflate: deflate)
+        let handler = WebSocketHandler(
+            role: .client, owner: self, maxMessage: options.maxMessage, deflate: deflate,
+            closeTimeout: options.closeTimeout, fragmentSize: options.fragmentSize
+        )
         let pipeline = context.pipeline.syncOperations
         let handshake = try pipeline.handler(type: WebSocketHandshakeHandler.self)
         pipeline.removeHandler(handshake, promise: nil)
@@ -474,12 +477,12 @@ public final class ClientConnection {
     /// nothing.
     public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
         self.eventLoop.assertInEventLoop()
+        var frame: WebSocketClose?
         if case .webSocket = self.target {
-            guard WebSocketCloseCode.isValidOnWire(code) else {
-                throw WebSocketUsageError("invalid close code \(code): use 1000 or 3000-4999")
-            }
-            guard reason.utf8.count <= 123 else {
-                throw WebSocketUsageError("close reason longer than 123 bytes")
+            do {
+                frame = try WebSocketClose(code: Int(code), reason: reason)
+            } catch {
+                throw WebSocketUsageError(error)
             }
         }
         switch self.state {
@@ -488,7 +491,7 @@ public final class ClientConnection {
         case .open:
             self.state = .closing
             switch self.link {
-            case .webSocket(let handler)?: handler.close(code: code, reason: reason)
+            case .webSocket(let handler)?: if let frame { handler.close(frame) }
             case .tcp(let handler)?: handler.close(code: code, reason: reason)
             case nil: break
             }

@@ -114,7 +114,7 @@ public final class ReplayServer: MessageServerDelegate {
     static func closeReason(_ message: String) -> String {
         var reason = ""
         for ch in message.prefix(while: { $0 != "\n" }) {
-            if reason.utf8.count + String(ch).utf8.count > 123 { break }
+            if reason.utf8.count + String(ch).utf8.count > WebSocketClose.maxReason { break }
             reason.append(ch)
         }
         return reason

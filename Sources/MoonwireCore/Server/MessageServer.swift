@@ -116,7 +116,8 @@ public final class MessageServer {
         let shared: ByteBuffer
         switch self.url.kind {
         case .webSocket:
-            shared = try WebSocketPeerHandler.frame(data, kind: kind, deflate: nil, allocator: allocator)
+            var encoder = WebSocketFrameEncoder(role: .server)
+            shared = encoder.frame(kind.opcode, payload: data, allocator: allocator)
         case .tcp:
             shared = try MessageEncoder(self.options.framing).encode(data, allocator: allocator)
         }
@@ -277,12 +278,9 @@ public final class MessageServer {
     /// After the 101 went out: swap the HTTP leftovers for the peer's handler.
     private func upgraded(_ channel: Channel, head: HTTPRequestHead, gate: HandshakeGate) throws {
         let pipeline = channel.pipeline.syncOperations
-        // Frames are written ready-made (and raw bytes around them).
-        let outlet = RawOutlet()
-        try pipeline.addHandler(outlet)
         pipeline.removeHandler(try pipeline.handler(type: HTTPFallbackHandler.self), promise: nil)
         let peer = self.makePeer(channel, path: head.uri)
-        try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout, outlet: outlet))
+        try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout))
         peer.connected(subprotocol: gate.subprotocol, headers: head.headers)
     }
 

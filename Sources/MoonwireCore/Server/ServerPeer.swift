@@ -38,7 +38,7 @@ public final class ServerPeer {
     private let autoReply: AutoReply?
 
     enum Link {
-        case webSocket(WebSocketPeerHandler)
+        case webSocket(WebSocketHandler<ServerPeer>)
         case tcp(FramedChannelHandler)
     }
 
@@ -68,8 +68,8 @@ public final class ServerPeer {
     }
 
     /// Creates the WebSocket handler; the caller adds it to the pipeline.
-    func makeWebSocketLink(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount, outlet: RawOutlet) -> WebSocketPeerHandler {
-        let handler = WebSocketPeerHandler(maxMessage: maxMessage, deflate: deflate, closeTimeout: closeTimeout, outlet: outlet, owner: self)
+    func makeWebSocketLink(maxMessage: Int, deflate: PerMessageDeflate?, closeTimeout: TimeAmount) -> WebSocketHandler<ServerPeer> {
+        let handler = WebSocketHandler(role: .server, owner: self, maxMessage: maxMessage, deflate: deflate, closeTimeout: closeTimeout)
         self.link = .webSocket(handler)
         return handler
     }
@@ -141,16 +141,18 @@ public final class ServerPeer {
     /// 3000–4999, ...), or for TCP FIN after pending writes (the code is only reported).
     /// What the peer's queue held is dropped (counted); what the socket took goes out first.
     public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
+        var close: WebSocketClose?
         if case .webSocket? = self.link {
-            guard WebSocketCloseCode.isValidOnWire(code) else {
-                throw WebSocketUsageError("invalid close code \(code): use 1000 or 3000-4999")
+            do {
+                close = try WebSocketClose(code: Int(code), reason: reason)
+            } catch {
+                throw WebSocketUsageError(error)
             }
-            guard reason.utf8.count <= 123 else { throw WebSocketUsageError("close reason longer than 123 bytes") }
         }
         self.outbound.dropQueue()
         switch self.link {
         case .webSocket(let handler)?:
-            handler.close(code: code, reason: reason)
+            if let close { handler.close(close) }
         case .tcp(let handler)?:
             handler.close(code: code, reason: reason)
         case nil:
@@ -194,12 +196,7 @@ public final class ServerPeer {
     /// frames, invalid UTF-8, lengths that lie.
     public func sendRaw(_ bytes: ByteBuffer) {
         guard !self.isClosed else { return }
-        if case .webSocket(let handler)? = self.link {
-            handler.outlet.write(bytes, promise: nil)
-            handler.outlet.flush()
-        } else {
-            self.channel.writeAndFlush(bytes, promise: nil)
-        }
+        self.channel.writeAndFlush(bytes, promise: nil)
     }
 
     private func setAutoRead(_ on: Bool) {
@@ -285,7 +282,7 @@ extension ServerPeer: OutboundWriter {
         do {
             switch (self.link, message.framed) {
             case (.webSocket(let handler)?, false): try handler.send(message.data, kind: message.kind)
-            case (.webSocket(let handler)?, true): try handler.writeEncoded(message.data)
+            case (.webSocket(let handler)?, true): try handler.sendFrame(message.data)
             case (.tcp(let handler)?, false): try handler.send(message.data)
             case (.tcp(let handler)?, true): try handler.writeEncoded(message.data)
             case (nil, _): return .down
@@ -307,24 +304,24 @@ extension ServerPeer: OutboundWriter {
     }
 }
 
-extension ServerPeer: WebSocketPeerOwner {
-    func webSocketPeerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+extension ServerPeer: WebSocketHandlerOwner {
+    func handlerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
         self.received(message, kind: kind)
     }
 
-    func webSocketPeerReceivedPing() {
+    func handlerReceivedPing() {
         self.heartbeat.didReceivePing()
     }
 
-    func webSocketPeerReceivedPong(_ payload: ByteBuffer) {
+    func handlerReceivedPong(_ payload: ByteBuffer) {
         self.heartbeat.didReceivePong(payload)
     }
 
-    func webSocketPeerFailed(_ violation: WebSocketProtocolViolation) {
-        self.failed(.protocolViolation(violation))
+    func handlerFailed(_ error: WebSocketConnectionError) {
+        self.failed(error)
     }
 
-    func webSocketPeerClosed(_ info: WebSocketCloseInfo) {
+    func handlerClosed(_ info: WebSocketCloseInfo) {
         self.closed(info)
     }
 }

@@ -107,8 +107,13 @@ public final class RuntimeClock: @unchecked Sendable {
     }
 
     /// `fn` after `delay` on this clock.
+    /// Real: the loop's own relative task, so a loop with a clock of its own (NIO's
+    /// `EmbeddedEventLoop` in tests) keeps it.
     public func scheduleTask(on eventLoop: EventLoop, in delay: TimeAmount, _ fn: @escaping () -> Void) -> ClockTask {
-        scheduleTask(on: eventLoop, deadline: now() + max(delay, .zero), fn)
+        guard virtual != nil else {
+            return ClockTask(.real(eventLoop.assumeIsolated().scheduleTask(in: max(delay, .zero), fn)))
+        }
+        return scheduleTask(on: eventLoop, deadline: now() + max(delay, .zero), fn)
     }
 
     fileprivate func cancel(_ id: UInt64) {

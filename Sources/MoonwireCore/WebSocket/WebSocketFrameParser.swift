@@ -110,7 +110,7 @@ public struct WebSocketFrameParser: Sendable {
         let count = masked.readableBytes
         var payload = ByteBufferAllocator().buffer(capacity: count)
         payload.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { dst in
-            masked.withUnsafeReadableBytes { src in WebSocketFrameWriter.mask(src, into: dst, key: key) }
+            masked.withUnsafeReadableBytes { src in WebSocketFrameEncoder.mask(src, into: dst, key: key) }
             return count
         }
         return payload
@@ -161,10 +161,7 @@ public struct WebSocketFrameParser: Sendable {
         let b0 = bytes[0]
         let b1 = bytes[1]
         let opcode = b0 & 0x0F
-        switch opcode {
-        case 0x0, 0x1, 0x2, 0x8, 0x9, 0xA:
-            break
-        default:
+        guard WebSocketOpcode(rawValue: opcode) != nil else {
             throw .protocolError("unknown opcode \(opcode)")
         }
         let masked = b1 & 0x80 != 0
@@ -195,7 +192,7 @@ public struct WebSocketFrameParser: Sendable {
             length = Int(wide)
             size = 10
         }
-        if isControl && length > 125 {
+        if isControl && length > WebSocketOpcode.maxControlPayload {
             throw .protocolError("control frame longer than 125 bytes")
         }
         guard length <= self.maxPayload else { throw .tooBig(self.maxPayload) }

@@ -175,9 +175,9 @@ struct WebSocketMessageAssembler {
             payload = self.control
         }
         switch opcode {
-        case 0x9:
+        case WebSocketOpcode.ping.rawValue:
             return .ping(payload)
-        case 0xA:
+        case WebSocketOpcode.pong.rawValue:
             return .pong(payload)
         default:
             return try Self.parseClose(payload)
@@ -203,8 +203,8 @@ struct WebSocketMessageAssembler {
 }
 
 /// The inbound half of one WebSocket connection, the same for both roles: bytes in, what
-/// to do out. The role only decides masking in the parser; the channel handlers (client
-/// ``WebSocketChannelHandler``, server ``WebSocketPeerHandler``) loop over ``next(_:)``.
+/// to do out. The role only decides masking in the parser; ``WebSocketHandler`` loops
+/// over ``next(_:)``.
 struct WebSocketInbound {
     private var parser: WebSocketFrameParser
     private var assembler: WebSocketMessageAssembler

@@ -6,108 +6,146 @@ import Darwin
 import NIOCore
 import NIOPosix
 
-/// Encodes client-to-server frames (RFC 6455 §5.2): header, mask key and masked payload in
-/// one contiguous buffer, so a message costs one allocation, one copy and one write.
-struct WebSocketFrameWriter {
-    private var masks = WebSocketMaskKeys()
+/// The frame opcodes of RFC 6455 §5.2 that moonwire sends and understands.
+enum WebSocketOpcode: UInt8 {
+    case continuation = 0x0
+    case text = 0x1
+    case binary = 0x2
+    case close = 0x8
+    case ping = 0x9
+    case pong = 0xA
 
-    /// The largest header a client frame can have: 2 + 8 (length) + 4 (mask key).
+    /// The most payload a control frame (close, ping, pong) carries (RFC 6455 §5.5).
+    static let maxControlPayload = 125
+}
+
+/// Encodes WebSocket frames (RFC 6455 §5.2) for either role: header, mask key (a client's
+/// frames only) and payload in one contiguous buffer, so a message costs one allocation,
+/// one copy and one write. A server's frames are unmasked, so a broadcast can write the
+/// same bytes to every peer.
+///
+/// ```swift
+/// var client = WebSocketFrameEncoder(role: .client)
+/// let frame = client.frame(.text, payload: ByteBuffer(string: "hi"), allocator: allocator)  // 8 bytes, masked
+/// let pong = WebSocketFrameEncoder(role: .server).frame(.pong, payload: ping, allocator: allocator)
+/// ```
+struct WebSocketFrameEncoder {
+    /// Where a client's mask keys come from; nil for a server.
+    private var masks: WebSocketMaskKeys?
+
+    init(role: WebSocketRole) {
+        self.masks = role == .client ? WebSocketMaskKeys() : nil
+    }
+
+    /// The largest header a frame can have: 2 + 8 (length) + 4 (a client's mask key). A
+    /// compressed payload leaves this much room in front of it for ``frameInPlace(_:fin:rsv1:buffer:)``.
     static let maxHeaderSize = 14
 
-    static func headerSize(payload: Int) -> Int {
-        (payload < 126 ? 2 : payload <= 0xFFFF ? 4 : 10) + 4
+    func headerSize(payload: Int) -> Int {
+        (payload < 126 ? 2 : payload <= 0xFFFF ? 4 : 10) + (self.masks == nil ? 0 : 4)
     }
 
     /// A new buffer holding the whole frame for `payload`.
-    mutating func frame(
-        opcode: UInt8,
-        fin: Bool = true,
-        rsv1: Bool = false,
-        payload: ByteBuffer,
-        allocator: ByteBufferAllocator
-    ) -> ByteBuffer {
-        payload.withUnsafeReadableBytes { self.frame(opcode: opcode, fin: fin, rsv1: rsv1, payload: $0, allocator: allocator) }
+    mutating func frame(_ opcode: WebSocketOpcode, fin: Bool = true, rsv1: Bool = false, payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
+        payload.withUnsafeReadableBytes { self.frame(opcode, fin: fin, rsv1: rsv1, payload: $0, allocator: allocator) }
     }
 
     /// A new buffer holding the whole frame for the bytes at `payload` (a Lua string's):
-    /// header and masked payload written in one pass, the payload's only copy.
+    /// header and (masked) payload written in one pass, the payload's only copy.
     mutating func frame(
-        opcode: UInt8,
+        _ opcode: WebSocketOpcode,
         fin: Bool = true,
         rsv1: Bool = false,
         payload: UnsafeRawBufferPointer,
         allocator: ByteBufferAllocator
     ) -> ByteBuffer {
-        var out = allocator.buffer(capacity: Self.headerSize(payload: payload.count) + payload.count)
-        self.append(opcode: opcode, fin: fin, rsv1: rsv1, payload: payload, to: &out)
+        var out = allocator.buffer(capacity: self.headerSize(payload: payload.count) + payload.count)
+        self.append(opcode, fin: fin, rsv1: rsv1, payload: payload, to: &out)
         return out
     }
 
-    /// Appends the whole frame for the bytes at `payload` to `out`: header and masked
-    /// payload in one pass, as ``frame(opcode:fin:rsv1:payload:allocator:)`` does.
+    /// A new buffer holding a close frame with `close`'s code and reason, or an empty one
+    /// when `close` is nil (the echo of a close frame that carried no code).
+    mutating func frame(_ close: WebSocketClose?, allocator: ByteBufferAllocator) -> ByteBuffer {
+        guard let close else { return self.frame(.close, payload: ByteBuffer(), allocator: allocator) }
+        var payload = allocator.buffer(capacity: 2 + close.reason.utf8.count)
+        payload.writeInteger(close.code)
+        payload.writeString(close.reason)
+        return self.frame(.close, payload: payload, allocator: allocator)
+    }
+
+    /// Appends the whole frame for the bytes at `payload` to `out`: header and (masked)
+    /// payload in one pass, as ``frame(_:fin:rsv1:payload:allocator:)`` does.
     mutating func append(
-        opcode: UInt8,
+        _ opcode: WebSocketOpcode,
         fin: Bool = true,
         rsv1: Bool = false,
         payload: UnsafeRawBufferPointer,
         to out: inout ByteBuffer
     ) {
         let length = payload.count
-        let headerSize = Self.headerSize(payload: length)
-        let key = self.masks.next()
+        let headerSize = self.headerSize(payload: length)
+        let key = self.masks?.next()
         out.writeWithUnsafeMutableBytes(minimumWritableBytes: headerSize + length) { dst in
             Self.writeHeader(into: dst, opcode: opcode, fin: fin, rsv1: rsv1, length: length, key: key)
-            Self.mask(payload, into: UnsafeMutableRawBufferPointer(rebasing: dst[headerSize...]), key: key)
+            let body = UnsafeMutableRawBufferPointer(rebasing: dst[headerSize...])
+            if let key {
+                Self.mask(payload, into: body, key: key)
+            } else if length > 0 {
+                body.copyMemory(from: payload)
+            }
             return headerSize + length
         }
     }
 
     /// Turns `buffer`'s readable bytes into a frame in place, writing the header into the
-    /// free space in front of them (at least ``maxHeaderSize`` bytes must be there). Used
-    /// for freshly compressed payloads, which nobody else holds.
-    mutating func frameInPlace(opcode: UInt8, fin: Bool, rsv1: Bool, buffer: inout ByteBuffer) {
+    /// free space in front of them (at least ``headerSize(payload:)`` bytes must be there).
+    /// Used for freshly compressed payloads, which nobody else holds.
+    mutating func frameInPlace(_ opcode: WebSocketOpcode, fin: Bool, rsv1: Bool, buffer: inout ByteBuffer) {
         let length = buffer.readableBytes
-        let headerSize = Self.headerSize(payload: length)
+        let headerSize = self.headerSize(payload: length)
         precondition(buffer.readerIndex >= headerSize, "no room for the frame header")
-        let key = self.masks.next()
-        let start = buffer.readerIndex - headerSize
-        buffer.moveReaderIndex(to: start)
+        let key = self.masks?.next()
+        buffer.moveReaderIndex(to: buffer.readerIndex - headerSize)
         buffer.withUnsafeMutableReadableBytes { all in
             Self.writeHeader(into: all, opcode: opcode, fin: fin, rsv1: rsv1, length: length, key: key)
-            let payload = UnsafeMutableRawBufferPointer(rebasing: all[headerSize...])
-            Self.mask(UnsafeRawBufferPointer(payload), into: payload, key: key)
+            if let key {
+                let payload = UnsafeMutableRawBufferPointer(rebasing: all[headerSize...])
+                Self.mask(UnsafeRawBufferPointer(payload), into: payload, key: key)
+            }
         }
     }
 
     private static func writeHeader(
         into dst: UnsafeMutableRawBufferPointer,
-        opcode: UInt8,
+        opcode: WebSocketOpcode,
         fin: Bool,
         rsv1: Bool,
         length: Int,
-        key: UInt32
+        key: UInt32?
     ) {
-        dst[0] = (fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | opcode
+        dst[0] = (fin ? 0x80 : 0) | (rsv1 ? 0x40 : 0) | opcode.rawValue
+        let maskBit: UInt8 = key == nil ? 0 : 0x80
         var i: Int
         if length < 126 {
-            dst[1] = 0x80 | UInt8(length)
+            dst[1] = maskBit | UInt8(length)
             i = 2
         } else if length <= 0xFFFF {
-            dst[1] = 0x80 | 126
+            dst[1] = maskBit | 126
             dst[2] = UInt8(length >> 8)
             dst[3] = UInt8(length & 0xFF)
             i = 4
         } else {
-            dst[1] = 0x80 | 127
+            dst[1] = maskBit | 127
             for shift in stride(from: 56, through: 0, by: -8) {
                 dst[2 + (56 - shift) / 8] = UInt8((UInt64(length) >> UInt64(shift)) & 0xFF)
             }
             i = 10
         }
+        guard let key else { return }
         withUnsafeBytes(of: key) { keyBytes in
             for k in 0..<4 { dst[i + k] = keyBytes[k] }
         }
-        i += 4
     }
 
     /// XORs `src` with the repeating 4-byte `key` (in memory order) into `dst`, which may
