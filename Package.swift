@@ -71,6 +71,7 @@ let package = Package(
                 .embedInCode("resources/test_runner.lua"),
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/inspect.lua"),
+                .embedInCode("resources/replay_test_helpers.lua"),
             ]
         ),
         .executableTarget(
