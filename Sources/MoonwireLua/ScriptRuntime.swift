@@ -309,13 +309,20 @@ public final class ScriptRuntime: @unchecked Sendable {
         _ = bytes.withUnsafeMutableBytes { fwrite($0.baseAddress, 1, $0.count, stderr) }
     }
 
+    /// The prelude's parts (resources/prelude/), in the order they run: each a
+    /// chunk called with `host` and the table the parts share; the last returns
+    /// the module, the start function and the internals.
+    static let preludeParts: [(name: String, source: [UInt8])] = [
+        ("runtime", PackageResources.runtime_lua),
+        ("connections", PackageResources.connections_lua),
+        ("servers", PackageResources.servers_lua),
+        ("glue", PackageResources.glue_lua),
+        ("metrics", PackageResources.metrics_lua),
+        ("load_models", PackageResources.load_models_lua),
+        ("module", PackageResources.module_lua),
+    ]
+
     private func installModule() {
-        let resource = PackageResources.prelude_lua
-        do {
-            try lua.load(source: resource, chunkName: "@moonwire/prelude.lua")
-        } catch {
-            fatalError("moonwire: the built-in prelude does not compile: \(error)")
-        }
         registerTimerClass()
         lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
         lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
@@ -362,10 +369,21 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("request_latency", table: -2)
         lua.push(metrics.expectLatency.index)
         lua.setField("expect_latency", table: -2)
-        do {
-            try lua.call(arguments: 1, results: 3)
-        } catch {
-            fatalError("moonwire: the built-in prelude failed: \(error)")
+        lua_createtable(lua.L, 0, 32)
+        for (i, part) in Self.preludeParts.enumerated() {
+            let name = "@moonwire/prelude/\(part.name).lua"
+            do {
+                try lua.load(source: part.source, chunkName: name)
+            } catch {
+                fatalError("moonwire: the built-in \(name) does not compile: \(error)")
+            }
+            lua.pushValue(-3)
+            lua.pushValue(-3)
+            do {
+                try lua.call(arguments: 2, results: i == Self.preludeParts.count - 1 ? 3 : 0)
+            } catch {
+                fatalError("moonwire: the built-in \(name) failed: \(error)")
+            }
         }
         lua.getField("events", table: -1)
         connectionEvents = ConnectionEvent.allCases.map { event in
@@ -381,6 +399,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.pop()
         preludeInternals = lua.reference()
         startMain = lua.reference()
-        lua.pop()
+        // The module, the shared table and host.
+        lua.pop(3)
     }
 }
