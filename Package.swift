@@ -78,6 +78,7 @@ let package = Package(
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
+                .embedInCode("resources/listen_handlers.lua"),
             ]
         ),
         .executableTarget(
@@ -91,7 +92,6 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             resources: [
-                .embedInCode("resources/listen_script.lua"),
                 .embedInCode("resources/report.css"),
                 .embedInCode("resources/report.js"),
             ]

@@ -232,6 +232,47 @@ extension ScriptRuntime {
         return 1
     }
 
+    /// `moonwire listen URL --script FILE`: runs FILE with `server` (listening already,
+    /// made by the caller) as its `...`, and hands the server's events to the handlers
+    /// FILE defines, after `observer` has seen each. The future is the exit code, as
+    /// for ``run(script:arguments:)``: an error in a handler ends it with 1, and the
+    /// script ends once the server has closed. Call it on `eventLoop`.
+    ///
+    /// ```swift
+    /// let server = try MessageServer(url: url, options: options, eventLoop: runtime.eventLoop)
+    /// let code = try runtime.serve(server, observer: printer, script: "greeter.lua").wait()
+    /// ```
+    public func serve(_ server: MessageServer, observer: MessageServerDelegate, script path: String) -> EventLoopFuture<Int32> {
+        eventLoop.preconditionInEventLoop()
+        let s = LuaServer(runtime: self, server: server)
+        s.observer = observer
+        server.delegate = s
+        lua.push(object: s, class: LuaServer.className)
+        s.handle = lua.reference()
+        servers[ObjectIdentifier(s)] = s
+        guard let handle = s.handle, let internals = preludeInternals else { return completion }
+        lua.push(internals)
+        lua.getField("adopt_server", table: -1)
+        lua.push(handle)
+        do {
+            try lua.call(arguments: 1, results: 0)
+            try lua.load(source: PackageResources.listen_handlers_lua, chunkName: "@moonwire/listen_handlers.lua")
+            lua.push(handle)
+            try lua.call(arguments: 1, results: 1)
+        } catch {
+            fatalError("moonwire: the built-in listen_handlers.lua failed: \(error)")
+        }
+        mw_insert(lua.L, -2)
+        lua.pop()
+        start(arguments: [path, path])
+        return completion
+    }
+
+    /// Ends the script with `code`, as `mw.exit` would, from the host (on any thread).
+    public func stop(exitCode code: Int32) {
+        eventLoop.execute { [self] in finish(shutdownCode ?? code) }
+    }
+
     /// `mw.listen`'s `heartbeat = { interval, timeout }`: a peer silent for `interval`
     /// is probed (a ping on WebSocket) and dropped when `timeout` more passes in
     /// silence. With `timeout` alone, WebSocket peers are pinged halfway through it.

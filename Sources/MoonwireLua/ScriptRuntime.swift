@@ -183,7 +183,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     /// The compiled main chunk is on top of the stack.
-    private func start(arguments: [String]) {
+    func start(arguments: [String]) {
         guard let startMain else { return }
         // The arguments all go on the stack at once, and Lua promises only 20 free slots:
         // past them a push writes over the heap (a script with 30 arguments crashed).

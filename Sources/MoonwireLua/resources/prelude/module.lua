@@ -12,7 +12,7 @@ mw.worker = host.worker
 mw.workers = host.workers
 _G.mw = mw
 
--- For the test runner: what it needs of the machinery above.
+-- For the test runner and the host: what they need of the machinery above.
 local internal = {
   events = events,
   server_events = server_events,
@@ -20,6 +20,7 @@ local internal = {
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
   waiting_in = function(co) return waiting_in[co] end,
+  adopt_server = prelude.adopt_server,
   -- A test is over: what it opened hears nothing more (handlers, waiters).
   detach = function(obj)
     local st = conns[obj]

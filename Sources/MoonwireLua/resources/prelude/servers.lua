@@ -40,6 +40,11 @@ end
 
 define_handlers(server_methods, "s", { "connect", "message", "close" }, server_state)
 
+-- A server the host made (moonwire listen --script) gets the Lua side mw.listen gives.
+function prelude.adopt_server(s)
+  servers[s] = { on_connect = {}, on_message = {}, on_close = {} }
+end
+
 local function encode_for(st, data, fname)
   local codec = st and st.codec
   if codec and codec.encode and not codec.native then
