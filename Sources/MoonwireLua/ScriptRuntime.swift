@@ -89,6 +89,14 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// The run's metrics (built-in and the script's own), touched only on `eventLoop`.
     public let metrics = RunMetrics()
 
+    /// Every Swift function Lua can call, registered: the trampolines' contexts.
+    private var functionEntries: [LuaFunctionEntry] = []
+
+    /// `functions` bound to this runtime, for registering in its Lua state.
+    private func bound(_ functions: LuaFunctions<ScriptRuntime>) -> [(key: String, entry: LuaFunctionEntry)] {
+        functions.bound(to: self, keeping: &functionEntries)
+    }
+
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
 
@@ -323,11 +331,11 @@ public final class ScriptRuntime: @unchecked Sendable {
     ]
 
     private func installModule() {
-        registerTimerClass()
-        lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
-        lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
-        lua.registerClass(LuaPeer.className, methods: Self.peerMethods, close: nil, context: context)
-        lua.push(functions: Self.hostFunctions + Self.metricsFunctions, context: context)
+        lua.registerClass(LuaTimer.className, methods: bound(Self.timerMethods), close: "cancel")
+        lua.registerClass(LuaConnection.className, methods: bound(Self.connectionMethods))
+        lua.registerClass(LuaServer.className, methods: bound(Self.serverMethods))
+        lua.registerClass(LuaPeer.className, methods: bound(Self.peerMethods))
+        lua.push(functions: bound(Self.hostFunctions) + bound(Self.metricsFunctions) + bound(Self.metricMethods))
         for (className, field) in [
             (LuaConnection.className, "connection_methods"), (LuaServer.className, "server_methods"), (LuaPeer.className, "peer_methods"),
         ] {
