@@ -124,7 +124,7 @@ extension ScriptRuntime {
         }
         let opts = try args.value(2)
         let framer = LuaFramer(runtime: self)
-        let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
+        let parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)

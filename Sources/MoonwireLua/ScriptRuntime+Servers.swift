@@ -148,11 +148,11 @@ extension ScriptRuntime {
         }
         let opts: LuaValue
         do {
-            opts = try args.lua.value(at: 2)
+            opts = try args.lua.value(at: args.index(2))
         } catch {
             throw args.error(2, "\(error)")
         }
-        var t = try LuaOptionTable(opts, function: "mw.listen", argument: 2)
+        var t = try LuaOptionTable(opts, function: args.function, argument: 2)
         var options = MessageServerOptions()
         if let protocols = try t.strings("protocols") { options.protocols = protocols }
         if let n = try t.integer("max_message", min: 1) { options.maxMessage = n }
