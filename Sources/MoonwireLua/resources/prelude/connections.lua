@@ -255,9 +255,10 @@ function methods.reconnect(self, ...)
   if select("#", ...) == 0 then st.final = false end
 end
 
--- `data` through the connection's codec, if it encodes; errors at the caller of `fname`.
+-- `data` through the codec of the connection or server whose state is `st` (a peer
+-- of a server no longer listening has none), if it encodes; errors at the caller of `fname`.
 local function encode_message(st, data, fname)
-  local codec = st.codec
+  local codec = st and st.codec
   if codec and codec.encode and not codec.native then
     data = codec.encode(data)
     if type(data) ~= "string" then
@@ -683,3 +684,4 @@ end
 prelude.events, prelude.conns, prelude.connection_methods, prelude.raw_state = events, conns, methods, raw_state
 prelude.intended_start, prelude.without_codec, prelude.split_auto_reply = intended_start, without_codec, split_auto_reply
 prelude.auto_answer, prelude.wait, prelude.wake, prelude.is_kind = auto_answer, wait, wake, is_kind
+prelude.encode_message = encode_message

@@ -2,10 +2,10 @@
 -- dispatchers (`server_events`) Swift calls with its peers' events.
 
 local host, prelude = ...
-local mw, user_level, bad_argument = prelude.mw, prelude.user_level, prelude.bad_argument
+local mw, bad_argument = prelude.mw, prelude.bad_argument
 local NONE, append, state_lookup, define_handlers = prelude.NONE, prelude.append, prelude.state_lookup, prelude.define_handlers
 local without_codec, split_auto_reply, auto_answer = prelude.without_codec, prelude.split_auto_reply, prelude.auto_answer
-local wait, wake, is_kind = prelude.wait, prelude.wake, prelude.is_kind
+local wait, wake, is_kind, encode_message = prelude.wait, prelude.wake, prelude.is_kind, prelude.encode_message
 
 local servers = setmetatable({}, { __mode = "k" })
 local server_methods = host.server_methods
@@ -45,26 +45,15 @@ function prelude.adopt_server(s)
   servers[s] = { on_connect = {}, on_message = {}, on_close = {} }
 end
 
-local function encode_for(st, data, fname)
-  local codec = st and st.codec
-  if codec and codec.encode and not codec.native then
-    data = codec.encode(data)
-    if type(data) ~= "string" then
-      error(fname .. ": the codec's encode returned a " .. type(data) .. ", not a string", user_level(3))
-    end
-  end
-  return data
-end
-
 local raw_broadcast = server_methods.broadcast
 function server_methods.broadcast(self, data, kind)
   local st = server_state(self, "s:broadcast")
-  return raw_broadcast(self, encode_for(st, data, "s:broadcast"), kind)
+  return raw_broadcast(self, encode_message(st, data, "s:broadcast"), kind)
 end
 
 local raw_peer_send = peer_methods.send
 function peer_methods.send(self, data, kind)
-  return raw_peer_send(self, encode_for(servers[server_of_peer[self]], data, "peer:send"), kind)
+  return raw_peer_send(self, encode_message(servers[server_of_peer[self]], data, "peer:send"), kind)
 end
 
 -- A peer's own Lua state: its on_drain handlers and the coroutines in drain().
@@ -121,7 +110,7 @@ function server_events.message(s, peer, message, kind, err, raw)
     return
   end
   local rules = st.auto_rules
-  if rules and auto_answer(rules, peer, encode_for, st, raw or message, message, kind) then
+  if rules and auto_answer(rules, peer, encode_message, st, raw or message, message, kind) then
     return
   end
   local handlers = st.on_message
