@@ -56,12 +56,10 @@ public struct LuaFunctions<Owner: AnyObject> {
     /// are appended to `entries`, which must live as long as Lua can call them (the
     /// owner keeps them, and the owner outlives its Lua state's calls).
     public func bound(to owner: Owner, keeping entries: inout [LuaFunctionEntry]) -> [(key: String, entry: LuaFunctionEntry)] {
-        let unretained = Unmanaged.passUnretained(owner)
-        return list.map { function in
-            let body = function.body
-            let entry = LuaFunctionEntry(
+        list.map { function in
+            let entry = BoundLuaFunction(
                 name: function.shownAs ?? prefix + function.key, isMethod: isMethod, wrapped: function.wrapped,
-                call: { args in try body(unretained.takeUnretainedValue(), args) }
+                owner: owner, body: function.body
             )
             entries.append(entry)
             return (function.key, entry)
@@ -69,18 +67,22 @@ public struct LuaFunctions<Owner: AnyObject> {
     }
 }
 
-/// One registered function: what its trampoline's context points at.
-public final class LuaFunctionEntry {
+/// One registered function: what its trampoline's context points at. Made only by
+/// ``LuaFunctions/bound(to:keeping:)``, as a ``BoundLuaFunction`` that knows its owner.
+public class LuaFunctionEntry {
     let name: String
     let isMethod: Bool
     let wrapped: Bool
-    let call: (LuaArguments) throws -> Int32
 
-    init(name: String, isMethod: Bool, wrapped: Bool, call: @escaping (LuaArguments) throws -> Int32) {
+    init(name: String, isMethod: Bool, wrapped: Bool) {
         self.name = name
         self.isMethod = isMethod
         self.wrapped = wrapped
-        self.call = call
+    }
+
+    /// The body, with the owner it was bound to.
+    func call(_ args: LuaArguments) throws -> Int32 {
+        preconditionFailure("\(name): an entry is made by LuaFunctions.bound, with its owner")
     }
 
     public var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
@@ -89,8 +91,25 @@ public final class LuaFunctionEntry {
     public static let enter: mw_swift_fn = { L, context in
         guard let context else { return 0 }
         return Unmanaged<LuaFunctionEntry>.fromOpaque(context)._withUnsafeGuaranteedRef { entry in
-            LuaBinding.run(L, entry.name, isMethod: entry.isMethod, wrapped: entry.wrapped, entry.call)
+            LuaBinding.run(L, entry.name, isMethod: entry.isMethod, wrapped: entry.wrapped) { try entry.call($0) }
         }
+    }
+}
+
+/// An entry and the owner its body gets, held unretained: the owner keeps its
+/// entries and outlives the Lua state's calls into them.
+final class BoundLuaFunction<Owner: AnyObject>: LuaFunctionEntry {
+    let owner: Unmanaged<Owner>
+    let body: (Owner, LuaArguments) throws -> Int32
+
+    init(name: String, isMethod: Bool, wrapped: Bool, owner: Owner, body: @escaping (Owner, LuaArguments) throws -> Int32) {
+        self.owner = Unmanaged.passUnretained(owner)
+        self.body = body
+        super.init(name: name, isMethod: isMethod, wrapped: wrapped)
+    }
+
+    override func call(_ args: LuaArguments) throws -> Int32 {
+        try body(owner.takeUnretainedValue(), args)
     }
 }
 
