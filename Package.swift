@@ -67,10 +67,18 @@ let package = Package(
             name: "MoonwireLua",
             dependencies: ["CLua", "CLuaShim", "CMoonJSON", "MoonwireCore"],
             resources: [
-                .embedInCode("resources/prelude.lua"),
+                .embedInCode("resources/prelude/runtime.lua"),
+                .embedInCode("resources/prelude/connections.lua"),
+                .embedInCode("resources/prelude/servers.lua"),
+                .embedInCode("resources/prelude/glue.lua"),
+                .embedInCode("resources/prelude/metrics.lua"),
+                .embedInCode("resources/prelude/load_models.lua"),
+                .embedInCode("resources/prelude/module.lua"),
                 .embedInCode("resources/test_runner.lua"),
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/inspect.lua"),
+                .embedInCode("resources/replay_test_helpers.lua"),
+                .embedInCode("resources/listen_handlers.lua"),
             ]
         ),
         .executableTarget(
@@ -85,7 +93,6 @@ let package = Package(
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
             ],
             resources: [
-                .embedInCode("resources/listen_script.lua"),
                 .embedInCode("resources/report.css"),
                 .embedInCode("resources/report.js"),
             ]

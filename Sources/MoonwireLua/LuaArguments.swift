@@ -15,6 +15,10 @@ public struct LuaArgumentError: Error, CustomStringConvertible {
 /// throw `LuaArgumentError` messages in Lua's own wording:
 /// `bad argument #1 to 'mw.after' (number expected, got string)`.
 ///
+/// Arguments are numbered as the caller counts them, which is also the number
+/// the messages show: for a method, 1 is the first argument after `self`, and
+/// `self` is 0. Only ``index(_:)`` turns a number into a stack index.
+///
 /// ```swift
 /// let seconds = try args.number(1)
 /// try args.function(2)
@@ -23,7 +27,7 @@ public struct LuaArguments {
     public let lua: LuaState
     /// The name shown in messages, e.g. `mw.after` or `timer:cancel`.
     public let function: String
-    /// 1 for methods: `self` is argument 1 on the stack but not counted in messages.
+    /// 1 for methods: `self` is on the stack below the arguments the caller counts.
     let selfOffset: Int32
 
     public init(lua: LuaState, function: String, isMethod: Bool = false) {
@@ -32,87 +36,100 @@ public struct LuaArguments {
         self.selfOffset = isMethod ? 1 : 0
     }
 
-    public var count: Int32 { lua.top }
+    /// The stack index of argument `n`.
+    @inline(__always)
+    public func index(_ n: Int32) -> Int32 { n + selfOffset }
 
-    public func error(_ index: Int32, _ message: String) -> LuaArgumentError {
-        LuaArgumentError("bad argument #\(index - selfOffset) to '\(function)' (\(message))")
+    /// How many arguments the caller passed (`self` not counted).
+    public var count: Int32 { lua.top - selfOffset }
+
+    public func error(_ n: Int32, _ message: String) -> LuaArgumentError {
+        LuaArgumentError("bad argument #\(n) to '\(function)' (\(message))")
     }
 
-    public func typeError(_ index: Int32, expected: String) -> LuaArgumentError {
-        let got = lua.type(at: index) == LUA_TNONE ? "no value" : lua.typeName(at: index)
-        return error(index, "\(expected) expected, got \(got)")
+    public func typeError(_ n: Int32, expected: String) -> LuaArgumentError {
+        let got = lua.type(at: index(n)) == LUA_TNONE ? "no value" : lua.typeName(at: index(n))
+        return error(n, "\(expected) expected, got \(got)")
     }
 
-    public func isNoneOrNil(_ index: Int32) -> Bool { mw_isnoneornil(lua.L, index) != 0 }
+    public func isNoneOrNil(_ n: Int32) -> Bool { mw_isnoneornil(lua.L, index(n)) != 0 }
 
-    public func number(_ index: Int32) throws(LuaArgumentError) -> Double {
-        guard let n = lua.number(at: index) else { throw typeError(index, expected: "number") }
-        return n
+    /// The Lua type of argument `n` (`LUA_TNONE` when it was not passed).
+    public func type(_ n: Int32) -> Int32 { lua.type(at: index(n)) }
+
+    /// `self` of a method: the object of class `name`, else a misuse naming `expected`.
+    public func object<T: AnyObject>(class name: String, expected: String, as _: T.Type = T.self) throws(LuaArgumentError) -> T {
+        guard let object = lua.object(at: index(0), class: name, as: T.self) else { throw typeError(0, expected: expected) }
+        return object
     }
 
-    public func optionalNumber(_ index: Int32) throws(LuaArgumentError) -> Double? {
-        isNoneOrNil(index) ? nil : try number(index)
+    public func number(_ n: Int32) throws(LuaArgumentError) -> Double {
+        guard let v = lua.number(at: index(n)) else { throw typeError(n, expected: "number") }
+        return v
     }
 
-    public func integer(_ index: Int32) throws(LuaArgumentError) -> Int {
-        guard lua.type(at: index) == LUA_TNUMBER else { throw typeError(index, expected: "number") }
-        guard let i = lua.integer(at: index) else { throw error(index, "number has no integer representation") }
+    public func optionalNumber(_ n: Int32) throws(LuaArgumentError) -> Double? {
+        isNoneOrNil(n) ? nil : try number(n)
+    }
+
+    public func integer(_ n: Int32) throws(LuaArgumentError) -> Int {
+        guard lua.type(at: index(n)) == LUA_TNUMBER else { throw typeError(n, expected: "number") }
+        guard let i = lua.integer(at: index(n)) else { throw error(n, "number has no integer representation") }
         return i
     }
 
-    public func optionalInteger(_ index: Int32) throws(LuaArgumentError) -> Int? {
-        isNoneOrNil(index) ? nil : try integer(index)
+    public func optionalInteger(_ n: Int32) throws(LuaArgumentError) -> Int? {
+        isNoneOrNil(n) ? nil : try integer(n)
     }
+
+    public func boolean(_ n: Int32) -> Bool { lua.boolean(at: index(n)) }
 
     /// A string argument's bytes, valid during `body`. Numbers are accepted, as Lua's own
     /// functions accept them.
-    public func withBytes<R>(_ index: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
-        let t = lua.type(at: index)
-        guard t == LUA_TSTRING || t == LUA_TNUMBER else { throw typeError(index, expected: "string") }
+    public func withBytes<R>(_ n: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
+        let t = lua.type(at: index(n))
+        guard t == LUA_TSTRING || t == LUA_TNUMBER else { throw typeError(n, expected: "string") }
         var length = 0
-        let p = lua_tolstring(lua.L, index, &length)
+        let p = lua_tolstring(lua.L, index(n), &length)
         return try body(UnsafeRawBufferPointer(start: p, count: length))
     }
 
-    public func bytes(_ index: Int32) throws(LuaArgumentError) -> [UInt8] {
-        try withBytes(index) { Array($0) }
+    public func bytes(_ n: Int32) throws(LuaArgumentError) -> [UInt8] {
+        try withBytes(n) { Array($0) }
     }
 
-    public func string(_ index: Int32) throws(LuaArgumentError) -> String {
-        try withBytes(index) { String(decoding: $0, as: UTF8.self) }
+    public func string(_ n: Int32) throws(LuaArgumentError) -> String {
+        try withBytes(n) { String(decoding: $0, as: UTF8.self) }
     }
 
     /// A table argument (or nil) copied into Swift, e.g. an `opts` table.
-    public func value(_ index: Int32) throws(LuaArgumentError) -> LuaValue {
+    public func value(_ n: Int32) throws(LuaArgumentError) -> LuaValue {
         do {
-            return try lua.value(at: index)
+            return try lua.value(at: index(n))
         } catch {
-            throw self.error(index, error.description)
+            throw self.error(n, error.description)
         }
     }
 
-    public func function(_ index: Int32) throws(LuaArgumentError) {
-        guard mw_isfunction(lua.L, index) != 0 else { throw typeError(index, expected: "function") }
+    public func function(_ n: Int32) throws(LuaArgumentError) {
+        guard mw_isfunction(lua.L, index(n)) != 0 else { throw typeError(n, expected: "function") }
     }
 }
 
-/// Entering Swift from Lua: every binding body runs inside `LuaBinding.enter`,
+/// Entering Swift from Lua: every binding body runs inside `LuaBinding.run`,
 /// which turns a thrown error into the trampoline's raise status, so the Lua
 /// error is raised by C after this Swift frame has returned.
 public enum LuaBinding {
-    /// Runs `body` with the context object the function was registered with.
+    /// Runs `body` with the arguments of the call. `wrapped`: the function is called
+    /// by a prelude wrapper, so errors are placed at the wrapper's caller.
     @inline(__always)
-    /// `wrapped`: the function is called by a prelude wrapper, so errors are
-    /// placed at the wrapper's caller.
-    public static func enter<Context: AnyObject>(
-        _ L: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ name: String, isMethod: Bool = false,
-        wrapped: Bool = false, as _: Context.Type, _ body: (Context, LuaArguments) throws -> Int32
+    public static func run(
+        _ L: OpaquePointer?, _ name: String, isMethod: Bool, wrapped: Bool, _ body: (LuaArguments) throws -> Int32
     ) -> Int32 {
         let whereStatus = wrapped ? MW_RAISE_WHERE_CALLER : MW_RAISE_WHERE
         let lua = LuaState(L!)
-        let owner = Unmanaged<Context>.fromOpaque(context!).takeUnretainedValue()
         do {
-            return try body(owner, LuaArguments(lua: lua, function: name, isMethod: isMethod))
+            return try body(LuaArguments(lua: lua, function: name, isMethod: isMethod))
         } catch let error as LuaArgumentError {
             lua.push(error.description)
             return whereStatus

@@ -7,21 +7,20 @@ import CLuaShim
 /// gives it back, after which the userdata is an empty shell that the checks
 /// below refuse.
 extension LuaState {
-    /// Creates the metatable `name` with `__index` = the methods, plus `__gc`
-    /// that releases the Swift object and, if given, `__close`.
-    public func registerClass(
-        _ name: String, methods: [(String, mw_swift_fn)], close: mw_swift_fn?, context: UnsafeMutableRawPointer?
-    ) {
+    /// Creates the metatable `name` with `__index` = the methods (declared as
+    /// ``LuaFunctions``), `__gc` that releases the Swift object and, if given,
+    /// `__close`: the method with that key.
+    func registerClass(_ name: String, methods: [(key: String, entry: LuaFunctionEntry)], close: String? = nil) {
         guard luaL_newmetatable(L, name) != 0 else {
             pop()
             return
         }
-        push(functions: methods, context: context)
+        push(functions: methods)
         setField("__index", table: -2)
         mw_pushcfunction(L, releaseObjectFunction)
         setField("__gc", table: -2)
-        if let close {
-            push(function: close, context: context)
+        if let close, let method = methods.first(where: { $0.key == close }) {
+            push(function: LuaFunctionEntry.enter, context: method.entry.context)
             setField("__close", table: -2)
         }
         pop()

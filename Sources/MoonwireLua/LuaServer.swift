@@ -15,6 +15,9 @@ final class LuaServer: MessageServerDelegate {
     /// `codec = "json"`: messages are decoded from their bytes and sends encoded
     /// straight into the frame, by the native codec.
     var jsonCodec = false
+    /// Sees every event first (`moonwire listen --script` prints them); it reports the
+    /// server's own failures then, instead of the runtime's log.
+    var observer: MessageServerDelegate?
 
     init(runtime: ScriptRuntime, server: MessageServer) {
         self.runtime = runtime
@@ -22,6 +25,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
+        observer?.server(server, didConnect: peer, request: request)
         guard let runtime else { return }
         let p = LuaPeer(peer: peer, jsonCodec: jsonCodec)
         peers[peer.id] = p
@@ -42,6 +46,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+        observer?.server(server, peer: peer, didReceive: message, kind: kind)
         guard let handle = peers[peer.id]?.handle, let runtime else { return }
         runtime.dispatch(.message, for: self) { lua in
             lua.push(handle)
@@ -50,6 +55,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+        observer?.server(server, peer: peer, didClose: info)
         guard let p = peers.removeValue(forKey: peer.id), let handle = p.handle, let runtime else { return }
         runtime.dispatch(.close, for: self) { lua in
             lua.push(handle)
@@ -62,6 +68,7 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {
+        observer?.server(server, peerDidDrain: peer)
         guard let handle = peers[peer.id]?.handle else { return }
         runtime?.dispatch(.drain, for: self) { lua in
             lua.push(handle)
@@ -70,14 +77,17 @@ final class LuaServer: MessageServerDelegate {
     }
 
     func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {
+        observer?.server(server, peerReachedBudget: peer)
         runtime?.warnBudgetReached("peer \(peer.id) (\(peer.remoteAddress)) of \(server.url)", queued: peer.queued, buffered: peer.buffered)
     }
 
     func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
+        if let observer { return observer.server(server, peer: peer, didFail: error) }
         runtime?.options.logger.warning("server \(server.url): \(error)")
     }
 
     func server(_ server: MessageServer, accepting event: AcceptPause) {
+        if let observer { return observer.server(server, accepting: event) }
         guard let logger = runtime?.options.logger else { return }
         if case .paused = event {
             logger.warning("server \(server.url): \(event)")

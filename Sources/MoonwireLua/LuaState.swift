@@ -124,15 +124,6 @@ public struct LuaState {
         mw_push_swift_function(L, function, context)
     }
 
-    /// Pushes a table of Swift functions, like `luaL_setfuncs`.
-    public func push(functions: [(String, mw_swift_fn)], context: UnsafeMutableRawPointer?) {
-        lua_createtable(L, 0, Int32(functions.count))
-        for (name, function) in functions {
-            push(function: function, context: context)
-            setField(name, table: -2)
-        }
-    }
-
     /// `table[name] = top`, without metamethods; pops the value.
     public func setField(_ name: String, table: Int32) {
         let t = lua_absindex(L, table)

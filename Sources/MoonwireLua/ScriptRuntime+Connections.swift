@@ -22,124 +22,95 @@ extension ScriptRuntime {
         }
     }
 
-    static let connectionMethods: [(String, mw_swift_fn)] = [
-        ("heartbeat", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:heartbeat", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let c = try rt.connection(args)
-                var holder = try LuaOptionTable(.table([.text("heartbeat"): try args.lua.value(at: 2)]), function: "c:heartbeat", argument: 1, path: "")
-                guard let setting = try ConnectOptions.heartbeat(&holder) else { throw args.typeError(2, expected: "table or false") }
-                c.connection.setHeartbeat(setting.value)
+    static let connectionMethods = LuaFunctions<ScriptRuntime>.methods(of: "c", [
+        LuaFunction("heartbeat", wrapped: true) { rt, args in
+            let c = try rt.connection(args)
+            var holder = try LuaOptionTable(.table([.text("heartbeat"): try args.lua.value(at: args.index(1))]), function: args.function, argument: 1, path: "")
+            guard let setting = try ConnectOptions.heartbeat(&holder) else { throw args.typeError(1, expected: "table or false") }
+            c.connection.setHeartbeat(setting.value)
+            return 0
+        },
+        LuaFunction("reconnect") { rt, args in
+            let c = try rt.connection(args)
+            if args.type(1) == LUA_TNONE {
+                c.connection.reconnectNow()
+                rt.connectionRevived(c, userdata: args)
                 return 0
             }
-        }),
-        ("reconnect", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:reconnect", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let c = try rt.connection(args)
-                if args.lua.type(at: 2) == LUA_TNONE {
-                    c.connection.reconnectNow()
-                    rt.connectionRevived(c, userdata: args)
-                    return 0
-                }
-                var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: 2)]), function: "c:reconnect", argument: 1, path: "")
-                guard let setting = try ConnectOptions.reconnect(&holder) else { throw args.typeError(2, expected: "table or false") }
-                c.connection.setReconnect(setting.value)
-                return 0
+            var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: args.index(1))]), function: args.function, argument: 1, path: "")
+            guard let setting = try ConnectOptions.reconnect(&holder) else { throw args.typeError(1, expected: "table or false") }
+            c.connection.setReconnect(setting.value)
+            return 0
+        },
+        LuaFunction("send", wrapped: true) { rt, args in try rt.send(args) },
+        LuaFunction("send_now", wrapped: true) { rt, args in try rt.send(args, now: true) },
+        LuaFunction("ready", wrapped: true) { rt, args in
+            args.lua.push(try rt.connection(args).connection.ready())
+            return 1
+        },
+        LuaFunction("ping") { rt, args in
+            let c = try rt.connection(args)
+            guard c.connection.supportsPing else {
+                throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
             }
-        }),
-        ("send", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                try rt.send(args)
+            let payload = args.isNoneOrNil(1) ? [] : try args.bytes(1)
+            guard let ping = try? WebSocketPing(ByteBuffer(bytes: payload)) else {
+                throw args.error(1, "a ping payload is at most \(WebSocketPing.maxPayload) bytes")
             }
-        }),
-        ("send_now", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:send_now", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                try rt.send(args, now: true)
-            }
-        }),
-        ("ready", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:ready", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                args.lua.push(try rt.connection(args).connection.ready())
+            if c.connection.ping(ping.payload) {
+                args.lua.push(true)
                 return 1
             }
-        }),
-        ("ping", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let c = try rt.connection(args)
-                guard c.connection.supportsPing else {
-                    throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
-                }
-                let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
-                guard let ping = try? WebSocketPing(ByteBuffer(bytes: payload)) else {
-                    throw args.error(2, "a ping payload is at most \(WebSocketPing.maxPayload) bytes")
-                }
-                if c.connection.ping(ping.payload) {
-                    args.lua.push(true)
-                    return 1
-                }
-                args.lua.pushNil()
-                args.lua.push("not open")
-                return 2
-            }
-        }),
-        ("close", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let c = try rt.connection(args)
-                let (code, reason) = try args.closeCodeAndReason()
-                args.lua.push(c.connection.close(code: code, reason: reason))
-                return 1
-            }
-        }),
-        ("state", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:state", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                args.lua.push(try rt.connection(args).connection.state)
-                return 1
-            }
-        }),
-        ("stats", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:stats", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let s = try rt.connection(args).connection.stats
-                var table: [LuaValue: LuaValue] = [
-                    .text("sent"): .integer(Int64(s.sent)), .text("received"): .integer(Int64(s.received)),
-                    .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
-                    .text("reconnects"): .integer(Int64(s.reconnects)), .text("queued"): .integer(Int64(s.queued)),
-                    .text("buffered"): .integer(Int64(s.buffered)), .text("dropped"): .integer(Int64(s.dropped)),
-                    .text("auto_replies"): .integer(Int64(s.autoReplies)),
+            args.lua.pushNil()
+            args.lua.push("not open")
+            return 2
+        },
+        LuaFunction("close") { rt, args in
+            let c = try rt.connection(args)
+            let (code, reason) = try args.closeCodeAndReason()
+            args.lua.push(c.connection.close(code: code, reason: reason))
+            return 1
+        },
+        LuaFunction("state") { rt, args in
+            args.lua.push(try rt.connection(args).connection.state)
+            return 1
+        },
+        LuaFunction("stats") { rt, args in
+            let s = try rt.connection(args).connection.stats
+            var table: [LuaValue: LuaValue] = [
+                .text("sent"): .integer(Int64(s.sent)), .text("received"): .integer(Int64(s.received)),
+                .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
+                .text("reconnects"): .integer(Int64(s.reconnects)), .text("queued"): .integer(Int64(s.queued)),
+                .text("buffered"): .integer(Int64(s.buffered)), .text("dropped"): .integer(Int64(s.dropped)),
+                .text("auto_replies"): .integer(Int64(s.autoReplies)),
+            ]
+            if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
+            if let timing = s.connectTiming {
+                // The last dial that opened, in seconds: { dns, tcp, tls?, handshake?, total }.
+                var steps: [LuaValue: LuaValue] = [:]
+                let named: [(String, TimeAmount?)] = [
+                    ("dns", timing.dns), ("tcp", timing.tcp), ("tls", timing.tls), ("handshake", timing.handshake), ("total", timing.total),
                 ]
-                if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
-                if let timing = s.connectTiming {
-                    // The last dial that opened, in seconds: { dns, tcp, tls?, handshake?, total }.
-                    var steps: [LuaValue: LuaValue] = [:]
-                    let named: [(String, TimeAmount?)] = [
-                        ("dns", timing.dns), ("tcp", timing.tcp), ("tls", timing.tls), ("handshake", timing.handshake), ("total", timing.total),
-                    ]
-                    for case let (name, amount?) in named { steps[.text(name)] = .number(RunMetrics.seconds(amount)) }
-                    table[.text("connect")] = .table(steps)
-                }
-                args.lua.push(LuaValue.table(table))
-                return 1
+                for case let (name, amount?) in named { steps[.text(name)] = .number(RunMetrics.seconds(amount)) }
+                table[.text("connect")] = .table(steps)
             }
-        }),
+            args.lua.push(LuaValue.table(table))
+            return 1
+        },
         // For the prelude's drain(): true while the budget is reached (drain waits).
-        ("_over_budget", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:drain", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                args.lua.push(try rt.connection(args).connection.isOverBudget)
-                return 1
-            }
-        }),
+        LuaFunction("_over_budget", shownAs: "c:drain") { rt, args in
+            args.lua.push(try rt.connection(args).connection.isOverBudget)
+            return 1
+        },
         // For the prelude's inbox: stop (true) or resume (false) reading from the socket.
-        ("_pause_reading", { L, ctx in
-            LuaBinding.enter(L, ctx, "c:receive", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                try rt.connection(args).connection.readingPaused = args.lua.boolean(at: 2)
-                return 0
-            }
-        }),
-    ]
+        LuaFunction("_pause_reading", shownAs: "c:receive") { rt, args in
+            try rt.connection(args).connection.readingPaused = args.boolean(1)
+            return 0
+        },
+    ])
 
     func connection(_ args: LuaArguments) throws(LuaArgumentError) -> LuaConnection {
-        guard let c = args.lua.object(at: 1, class: LuaConnection.className, as: LuaConnection.self) else {
-            throw args.typeError(1, expected: "connection")
-        }
-        return c
+        try args.object(class: LuaConnection.className, expected: "connection")
     }
 
     /// `host.connect(url, opts)`: the prelude has taken out the codec.
@@ -155,7 +126,7 @@ extension ScriptRuntime {
         }
         let opts = try args.value(2)
         let framer = LuaFramer(runtime: self)
-        let parsed = try ConnectOptions(opts, function: "mw.connect", url: url, custom: framer.framing)
+        let parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
@@ -188,7 +159,7 @@ extension ScriptRuntime {
     /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
     private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
         let c = try connection(args)
-        let sent = try args.withMessage(at: 2, kindAt: 3, json: c.jsonCodec) { bytes, kind in
+        let sent = try args.withMessage(at: 1, kindAt: 2, json: c.jsonCodec) { bytes, kind in
             now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
         }
         let refusal: String
@@ -205,7 +176,7 @@ extension ScriptRuntime {
         case .closed:
             // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
             if c.connection.state == "open", let reason = c.connection.lastRefusal {
-                throw args.error(2, reason)
+                throw args.error(1, reason)
             }
             refusal = now ? "not open" : "closed"
         }
@@ -277,7 +248,7 @@ extension ScriptRuntime {
     /// is the script's own userdata (the method's self): the prelude keys its state by it.
     func connectionRevived(_ c: LuaConnection, userdata args: LuaArguments) {
         guard c.connection.isAlive, c.handle == nil else { return }
-        args.lua.pushValue(1)
+        args.lua.pushValue(args.index(0))
         c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
         metrics.revived(c)
@@ -547,14 +518,14 @@ extension LuaArguments {
     /// `close([code [, reason]])` of a connection or a peer: a code a close frame
     /// may carry (default 1000) and a reason of at most 123 bytes, else misuse.
     func closeCodeAndReason() throws(LuaArgumentError) -> (code: UInt16, reason: String) {
-        let code = try optionalInteger(2) ?? 1000
-        // The code is checked before argument 3 is read, so a bad code is reported first.
+        let code = try optionalInteger(1) ?? 1000
+        // The code is checked before argument 2 is read, so a bad code is reported first.
         guard (try? WebSocketClose(code: code, reason: "")) != nil else {
-            throw error(2, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
+            throw error(1, "close code \(code) may not be sent (1000 to 1003, 1007 to 1014, or 3000 to 4999)")
         }
-        let reason = isNoneOrNil(3) ? "" : try string(3)
+        let reason = isNoneOrNil(2) ? "" : try string(2)
         guard let close = try? WebSocketClose(code: code, reason: reason) else {
-            throw error(3, "a close reason is at most \(WebSocketClose.maxReason) bytes")
+            throw error(2, "a close reason is at most \(WebSocketClose.maxReason) bytes")
         }
         return (close.code, close.reason)
     }

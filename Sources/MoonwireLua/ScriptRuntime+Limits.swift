@@ -66,7 +66,7 @@ extension ScriptRuntime {
     /// the limits in force (with no argument, only that).
     func setLimits(_ args: LuaArguments) throws -> Int32 {
         if !args.isNoneOrNil(1) {
-            var t = try LuaOptionTable(try args.value(1), function: "mw.limits", argument: 1, path: "limits")
+            var t = try LuaOptionTable(try args.value(1), function: args.function, argument: 1, path: "limits")
             var chosen = scriptLimits
             if let memory = try t.integer("memory") {
                 guard memory == 0 || memory >= ScriptLimits.minimumMemory else {

@@ -176,81 +176,74 @@ extension ScriptRuntime {
         return metrics.registry.snapshot(duration: metrics.elapsed, shard: metrics.shard)
     }
 
-    static let metricsFunctions: [(String, mw_swift_fn)] = [
-        ("metric_register", { L, ctx in
-            LuaBinding.enter(L, ctx, "mw.metrics", wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let kinds: [String: MetricsRegistry.Kind] = ["counter": .counter, "gauge": .gauge, "histogram": .histogram]
-                guard let kind = kinds[try args.string(1)] else { throw args.error(1, "counter, gauge or histogram expected") }
-                let name = try args.string(2)
-                var tags: [String: String] = [:]
-                if !args.isNoneOrNil(3) {
-                    guard case .table(let table) = try args.value(3) else { throw args.typeError(3, expected: "table of tags") }
-                    for (k, v) in table {
-                        guard case .string(let kb) = k else { throw args.error(3, "tag names are strings") }
-                        let value: String
-                        switch v {
-                        case .string(let vb): value = String(decoding: vb, as: UTF8.self)
-                        case .integer(let i): value = String(i)
-                        case .number(let n): value = String(n)
-                        case .boolean(let b): value = String(b)
-                        default: throw args.error(3, "tag values are strings or numbers")
-                        }
-                        tags[String(decoding: kb, as: UTF8.self)] = value
+    static let metricsFunctions = LuaFunctions<ScriptRuntime>.functions(of: "mw", [
+        LuaFunction("metric_register", shownAs: "mw.metrics", wrapped: true) { rt, args in
+            let kinds: [String: MetricsRegistry.Kind] = ["counter": .counter, "gauge": .gauge, "histogram": .histogram]
+            guard let kind = kinds[try args.string(1)] else { throw args.error(1, "counter, gauge or histogram expected") }
+            let name = try args.string(2)
+            var tags: [String: String] = [:]
+            if !args.isNoneOrNil(3) {
+                guard case .table(let table) = try args.value(3) else { throw args.typeError(3, expected: "table of tags") }
+                for (k, v) in table {
+                    guard case .string(let kb) = k else { throw args.error(3, "tag names are strings") }
+                    let value: String
+                    switch v {
+                    case .string(let vb): value = String(decoding: vb, as: UTF8.self)
+                    case .integer(let i): value = String(i)
+                    case .number(let n): value = String(n)
+                    case .boolean(let b): value = String(b)
+                    default: throw args.error(3, "tag values are strings or numbers")
                     }
-                }
-                do {
-                    let id = try rt.metrics.registry.register(kind, name: name, tags: tags)
-                    args.lua.push(id.index)
-                    return 1
-                } catch let error as MetricsRegistry.RegistrationError {
-                    throw LuaArgumentError("mw.metrics: " + error.description)
+                    tags[String(decoding: kb, as: UTF8.self)] = value
                 }
             }
-        }),
-        ("metric_add", { L, ctx in
-            LuaBinding.enter(L, ctx, "m:add", wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let id = try rt.metricID(args)
-                let n = try args.optionalNumber(2) ?? 1
-                guard n >= 0 else { throw args.error(2, "a counter only goes up; use a gauge for a value that goes down") }
-                rt.metrics.registry.add(id, n)
-                return 0
+            do {
+                let id = try rt.metrics.registry.register(kind, name: name, tags: tags)
+                args.lua.push(id.index)
+                return 1
+            } catch let error as MetricsRegistry.RegistrationError {
+                throw LuaArgumentError("mw.metrics: " + error.description)
             }
-        }),
-        ("metric_set", { L, ctx in
-            LuaBinding.enter(L, ctx, "g:set", wrapped: true, as: ScriptRuntime.self) { rt, args in
-                rt.metrics.registry.set(try rt.metricID(args), try args.number(2))
-                return 0
+        },
+        LuaFunction("threshold", shownAs: "mw.thresholds", wrapped: true) { rt, args in
+            do {
+                rt.metrics.thresholds.append(try Threshold(key: try args.string(1), condition: try args.string(2)))
+            } catch let error as Threshold.ParseError {
+                throw LuaArgumentError("mw.thresholds: \(error.description)")
             }
-        }),
-        ("metric_change", { L, ctx in
-            LuaBinding.enter(L, ctx, "g:add", wrapped: true, as: ScriptRuntime.self) { rt, args in
-                rt.metrics.registry.change(try rt.metricID(args), by: try args.number(2))
-                return 0
-            }
-        }),
-        ("metric_observe", { L, ctx in
-            LuaBinding.enter(L, ctx, "h:observe", wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let v = try args.number(2)
-                guard v >= 0, v.isFinite else { throw args.error(2, "a histogram records values of 0 or more") }
-                rt.metrics.registry.observe(try rt.metricID(args), v)
-                return 0
-            }
-        }),
-        ("threshold", { L, ctx in
-            LuaBinding.enter(L, ctx, "mw.thresholds", wrapped: true, as: ScriptRuntime.self) { rt, args in
-                do {
-                    rt.metrics.thresholds.append(try Threshold(key: try args.string(1), condition: try args.string(2)))
-                } catch let error as Threshold.ParseError {
-                    throw LuaArgumentError("mw.thresholds: \(error.description)")
-                }
-                return 0
-            }
-        }),
-    ]
+            return 0
+        },
+    ])
+
+    /// The methods of a metric (the prelude passes its id as `self`): `m:add(n)` is
+    /// `metric_add(id, n)`, and n is argument #1.
+    static let metricMethods = LuaFunctions<ScriptRuntime>.methods(of: "m", [
+        LuaFunction("metric_add", shownAs: "m:add", wrapped: true) { rt, args in
+            let id = try rt.metricID(args)
+            let n = try args.optionalNumber(1) ?? 1
+            guard n >= 0 else { throw args.error(1, "a counter only goes up; use a gauge for a value that goes down") }
+            rt.metrics.registry.add(id, n)
+            return 0
+        },
+        LuaFunction("metric_set", shownAs: "g:set", wrapped: true) { rt, args in
+            rt.metrics.registry.set(try rt.metricID(args), try args.number(1))
+            return 0
+        },
+        LuaFunction("metric_change", shownAs: "g:add", wrapped: true) { rt, args in
+            rt.metrics.registry.change(try rt.metricID(args), by: try args.number(1))
+            return 0
+        },
+        LuaFunction("metric_observe", shownAs: "h:observe", wrapped: true) { rt, args in
+            let v = try args.number(1)
+            guard v >= 0, v.isFinite else { throw args.error(1, "a histogram records values of 0 or more") }
+            rt.metrics.registry.observe(try rt.metricID(args), v)
+            return 0
+        },
+    ])
 
     private func metricID(_ args: LuaArguments) throws(LuaArgumentError) -> MetricsRegistry.ID {
-        let i = try args.integer(1)
-        guard (0..<metrics.registry.count).contains(i) else { throw args.error(1, "not a metric") }
+        let i = try args.integer(0)
+        guard (0..<metrics.registry.count).contains(i) else { throw args.error(0, "not a metric") }
         return metrics.registry.id(at: i)!
     }
 }

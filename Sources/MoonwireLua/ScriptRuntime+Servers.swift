@@ -14,158 +14,124 @@ extension ScriptRuntime {
         var name: String { "\(self)" }
     }
 
-    static let serverMethods: [(String, mw_swift_fn)] = [
-        ("url", { L, ctx in
-            LuaBinding.enter(L, ctx, "s:url", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                args.lua.push(try rt.server(args).server.url.description)
-                return 1
+    static let serverMethods = LuaFunctions<ScriptRuntime>.methods(of: "s", [
+        LuaFunction("url") { rt, args in
+            args.lua.push(try rt.server(args).server.url.description)
+            return 1
+        },
+        LuaFunction("broadcast", wrapped: true) { rt, args in
+            let s = try rt.server(args)
+            let (buffer, kind) = try args.message(at: 1, kindAt: 2, json: s.jsonCodec)
+            do {
+                args.lua.push(try s.server.broadcast(buffer, kind: kind))
+            } catch {
+                throw args.error(1, "\(error)")
             }
-        }),
-        ("broadcast", { L, ctx in
-            LuaBinding.enter(L, ctx, "s:broadcast", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let s = try rt.server(args)
-                let (buffer, kind) = try args.message(at: 2, kindAt: 3, json: s.jsonCodec)
-                do {
-                    args.lua.push(try s.server.broadcast(buffer, kind: kind))
-                } catch {
-                    throw args.error(2, "\(error)")
-                }
-                return 1
+            return 1
+        },
+        LuaFunction("peers") { rt, args in
+            let s = try rt.server(args)
+            let handles = s.server.peers.compactMap { s.peers[$0.id]?.handle }
+            lua_createtable(args.lua.L, Int32(handles.count), 0)
+            for (i, handle) in handles.enumerated() {
+                args.lua.push(handle)
+                lua_rawseti(args.lua.L, -2, lua_Integer(i + 1))
             }
-        }),
-        ("peers", { L, ctx in
-            LuaBinding.enter(L, ctx, "s:peers", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let s = try rt.server(args)
-                let handles = s.server.peers.compactMap { s.peers[$0.id]?.handle }
-                lua_createtable(args.lua.L, Int32(handles.count), 0)
-                for (i, handle) in handles.enumerated() {
-                    args.lua.push(handle)
-                    lua_rawseti(args.lua.L, -2, lua_Integer(i + 1))
-                }
-                return 1
-            }
-        }),
-        ("reject_next", { L, ctx in
-            LuaBinding.enter(L, ctx, "s:reject_next", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let s = try rt.server(args)
-                let count = try args.integer(2)
-                let status = try args.optionalInteger(3) ?? 503
-                guard count >= 0 else { throw args.error(1, "a count of 0 or more expected") }
-                guard (400...599).contains(status) else { throw args.error(2, "an HTTP status from 400 to 599 expected") }
-                s.server.rejectNext(count, status: status)
-                return 0
-            }
-        }),
-        ("close", { L, ctx in
-            LuaBinding.enter(L, ctx, "s:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                rt.closeServer(try rt.server(args))
-                return 0
-            }
-        }),
-    ]
+            return 1
+        },
+        LuaFunction("reject_next") { rt, args in
+            let s = try rt.server(args)
+            let count = try args.integer(1)
+            let status = try args.optionalInteger(2) ?? 503
+            guard count >= 0 else { throw args.error(1, "a count of 0 or more expected") }
+            guard (400...599).contains(status) else { throw args.error(2, "an HTTP status from 400 to 599 expected") }
+            s.server.rejectNext(count, status: status)
+            return 0
+        },
+        LuaFunction("close") { rt, args in
+            rt.closeServer(try rt.server(args))
+            return 0
+        },
+    ])
 
-    static let peerMethods: [(String, mw_swift_fn)] = [
-        ("send", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:send", isMethod: true, wrapped: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                let (buffer, kind) = try args.message(at: 2, kindAt: 3, json: p.jsonCodec)
-                let refusal: String
-                switch try? p.peer.send(buffer, kind: kind) {
-                case .sent?, .queued?, .dropped?:
-                    args.lua.push(true)
-                    return 1
-                case .full?: refusal = "queue full"
-                case .tooLarge?: refusal = "message too large"
-                case .unsendable?, nil: refusal = "closed"
-                }
-                args.lua.pushNil()
-                args.lua.push(refusal)
-                return 2
-            }
-        }),
-        ("ping", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:ping", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                let payload = args.isNoneOrNil(2) ? [] : try args.bytes(2)
-                args.lua.push((try? p.peer.ping(ByteBuffer(bytes: payload))) != nil)
+    static let peerMethods = LuaFunctions<ScriptRuntime>.methods(of: "peer", [
+        LuaFunction("send", wrapped: true) { rt, args in
+            let p = try rt.peer(args)
+            let (buffer, kind) = try args.message(at: 1, kindAt: 2, json: p.jsonCodec)
+            let refusal: String
+            switch try? p.peer.send(buffer, kind: kind) {
+            case .sent?, .queued?, .dropped?:
+                args.lua.push(true)
                 return 1
+            case .full?: refusal = "queue full"
+            case .tooLarge?: refusal = "message too large"
+            case .unsendable?, nil: refusal = "closed"
             }
-        }),
-        ("close", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:close", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                let (code, reason) = try args.closeCodeAndReason()
-                try p.peer.close(code: code, reason: reason)
-                return 0
-            }
-        }),
-        ("abort", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:abort", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                try rt.peer(args).peer.abort()
-                return 0
-            }
-        }),
-        ("pause", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:pause", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                let seconds = try args.number(2)
-                guard seconds >= 0, seconds < 1e9 else { throw args.error(1, "seconds from 0 to 1e9 expected") }
-                p.peer.pause(for: .seconds(seconds))
-                return 0
-            }
-        }),
-        ("send_raw", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:send_raw", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                p.peer.sendRaw(ByteBuffer(bytes: try args.bytes(2)))
-                return 0
-            }
-        }),
-        ("stats", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:stats", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let peer = try rt.peer(args).peer
-                let s = peer.stats
-                args.lua.push(LuaValue.table([
-                    .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
-                    .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
-                    .text("queued"): .integer(Int64(peer.queued)), .text("buffered"): .integer(Int64(peer.buffered)),
-                    .text("dropped"): .integer(Int64(peer.dropped)), .text("auto_replies"): .integer(Int64(peer.autoReplies)),
-                ]))
-                return 1
-            }
-        }),
+            args.lua.pushNil()
+            args.lua.push(refusal)
+            return 2
+        },
+        LuaFunction("ping") { rt, args in
+            let p = try rt.peer(args)
+            let payload = args.isNoneOrNil(1) ? [] : try args.bytes(1)
+            args.lua.push((try? p.peer.ping(ByteBuffer(bytes: payload))) != nil)
+            return 1
+        },
+        LuaFunction("close") { rt, args in
+            let p = try rt.peer(args)
+            let (code, reason) = try args.closeCodeAndReason()
+            try p.peer.close(code: code, reason: reason)
+            return 0
+        },
+        LuaFunction("abort") { rt, args in
+            try rt.peer(args).peer.abort()
+            return 0
+        },
+        LuaFunction("pause") { rt, args in
+            let p = try rt.peer(args)
+            let seconds = try args.number(1)
+            guard seconds >= 0, seconds < 1e9 else { throw args.error(1, "seconds from 0 to 1e9 expected") }
+            p.peer.pause(for: .seconds(seconds))
+            return 0
+        },
+        LuaFunction("send_raw") { rt, args in
+            let p = try rt.peer(args)
+            p.peer.sendRaw(ByteBuffer(bytes: try args.bytes(1)))
+            return 0
+        },
+        LuaFunction("stats") { rt, args in
+            let peer = try rt.peer(args).peer
+            let s = peer.stats
+            args.lua.push(LuaValue.table([
+                .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
+                .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
+                .text("queued"): .integer(Int64(peer.queued)), .text("buffered"): .integer(Int64(peer.buffered)),
+                .text("dropped"): .integer(Int64(peer.dropped)), .text("auto_replies"): .integer(Int64(peer.autoReplies)),
+            ]))
+            return 1
+        },
         // For the prelude's peer:drain(): true while the budget is reached; and whether
         // the peer is gone (drain answers "closed").
-        ("_over_budget", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer:drain", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let peer = try rt.peer(args).peer
-                args.lua.push(peer.outbound.budgetReached)
-                args.lua.push(peer.isOpen)
-                return 2
-            }
-        }),
-        ("_fields", { L, ctx in
-            LuaBinding.enter(L, ctx, "peer", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                let p = try rt.peer(args)
-                args.lua.push(p.peer.id)
-                args.lua.push(p.peer.remoteAddress)
-                return 2
-            }
-        }),
-    ]
+        LuaFunction("_over_budget", shownAs: "peer:drain") { rt, args in
+            let peer = try rt.peer(args).peer
+            args.lua.push(peer.outbound.budgetReached)
+            args.lua.push(peer.isOpen)
+            return 2
+        },
+        LuaFunction("_fields", shownAs: "peer") { rt, args in
+            let p = try rt.peer(args)
+            args.lua.push(p.peer.id)
+            args.lua.push(p.peer.remoteAddress)
+            return 2
+        },
+    ])
 
     func server(_ args: LuaArguments) throws(LuaArgumentError) -> LuaServer {
-        guard let s = args.lua.object(at: 1, class: LuaServer.className, as: LuaServer.self) else {
-            throw args.typeError(1, expected: "server")
-        }
-        return s
+        try args.object(class: LuaServer.className, expected: "server")
     }
 
     func peer(_ args: LuaArguments) throws(LuaArgumentError) -> LuaPeer {
-        guard let p = args.lua.object(at: 1, class: LuaPeer.className, as: LuaPeer.self) else {
-            throw args.typeError(1, expected: "peer")
-        }
-        return p
+        try args.object(class: LuaPeer.className, expected: "peer")
     }
 
     /// `host.listen(url, opts)` → server | nil, err. The prelude has taken out the codec
@@ -182,11 +148,11 @@ extension ScriptRuntime {
         }
         let opts: LuaValue
         do {
-            opts = try args.lua.value(at: 2)
+            opts = try args.lua.value(at: args.index(2))
         } catch {
             throw args.error(2, "\(error)")
         }
-        var t = try LuaOptionTable(opts, function: "mw.listen", argument: 2)
+        var t = try LuaOptionTable(opts, function: args.function, argument: 2)
         var options = MessageServerOptions()
         if let protocols = try t.strings("protocols") { options.protocols = protocols }
         if let n = try t.integer("max_message", min: 1) { options.maxMessage = n }
@@ -230,6 +196,47 @@ extension ScriptRuntime {
         s.handle = args.lua.reference()
         servers[ObjectIdentifier(s)] = s
         return 1
+    }
+
+    /// `moonwire listen URL --script FILE`: runs FILE with `server` (listening already,
+    /// made by the caller) as its `...`, and hands the server's events to the handlers
+    /// FILE defines, after `observer` has seen each. The future is the exit code, as
+    /// for ``run(script:arguments:)``: an error in a handler ends it with 1, and the
+    /// script ends once the server has closed. Call it on `eventLoop`.
+    ///
+    /// ```swift
+    /// let server = try MessageServer(url: url, options: options, eventLoop: runtime.eventLoop)
+    /// let code = try runtime.serve(server, observer: printer, script: "greeter.lua").wait()
+    /// ```
+    public func serve(_ server: MessageServer, observer: MessageServerDelegate, script path: String) -> EventLoopFuture<Int32> {
+        eventLoop.preconditionInEventLoop()
+        let s = LuaServer(runtime: self, server: server)
+        s.observer = observer
+        server.delegate = s
+        lua.push(object: s, class: LuaServer.className)
+        s.handle = lua.reference()
+        servers[ObjectIdentifier(s)] = s
+        guard let handle = s.handle, let internals = preludeInternals else { return completion }
+        lua.push(internals)
+        lua.getField("adopt_server", table: -1)
+        lua.push(handle)
+        do {
+            try lua.call(arguments: 1, results: 0)
+            try lua.load(source: PackageResources.listen_handlers_lua, chunkName: "@moonwire/listen_handlers.lua")
+            lua.push(handle)
+            try lua.call(arguments: 1, results: 1)
+        } catch {
+            fatalError("moonwire: the built-in listen_handlers.lua failed: \(error)")
+        }
+        mw_insert(lua.L, -2)
+        lua.pop()
+        start(arguments: [path, path])
+        return completion
+    }
+
+    /// Ends the script with `code`, as `mw.exit` would, from the host (on any thread).
+    public func stop(exitCode code: Int32) {
+        eventLoop.execute { [self] in finish(shutdownCode ?? code) }
     }
 
     /// `mw.listen`'s `heartbeat = { interval, timeout }`: a peer silent for `interval`
@@ -334,7 +341,8 @@ extension LuaArguments {
     /// The value at `index` written as JSON by the native encoder straight into a buffer
     /// (no Lua string), whose bytes `body` gets (valid for the call only). An unencodable
     /// value raises `<function>: value.x: a function cannot be written as JSON`.
-    private func withJSONBytes<R>(at index: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
+    private func withJSONBytes<R>(at n: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
+        let stackIndex = index(n)
         var outcome: Result<R, LuaArgumentError>?
         let status = withoutActuallyEscaping({ (bytes: UnsafeRawBufferPointer) in
             outcome = Result { () throws(LuaArgumentError) -> R in try body(bytes) }
@@ -344,7 +352,7 @@ extension LuaArguments {
             // The encoder calls back through an unretained pointer: keep the sink alive
             // until it returns (ARC may otherwise end it after passUnretained).
             return withExtendedLifetime(sink) {
-                mw_json_encode_to(lua.L, index, { context, bytes, count in
+                mw_json_encode_to(lua.L, stackIndex, { context, bytes, count in
                     guard let context else { return -1 }
                     Unmanaged<JSONSink>.fromOpaque(context).takeUnretainedValue().body(UnsafeRawBufferPointer(start: bytes, count: count))
                     return 0

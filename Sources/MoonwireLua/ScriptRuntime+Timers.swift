@@ -17,18 +17,13 @@ final class LuaTimer {
 }
 
 extension ScriptRuntime {
-    func registerTimerClass() {
-        let cancel: mw_swift_fn = { L, ctx in
-            LuaBinding.enter(L, ctx, "timer:cancel", isMethod: true, as: ScriptRuntime.self) { rt, args in
-                guard let timer = args.lua.object(at: 1, class: LuaTimer.className, as: LuaTimer.self) else {
-                    throw args.typeError(1, expected: LuaTimer.className)
-                }
-                args.lua.push(rt.cancel(timer))
-                return 1
-            }
-        }
-        lua.registerClass(LuaTimer.className, methods: [("cancel", cancel)], close: cancel, context: context)
-    }
+    /// `timer:cancel()`, which is also the timer's `__close`.
+    static let timerMethods = LuaFunctions<ScriptRuntime>.methods(of: "timer", [
+        LuaFunction("cancel") { rt, args in
+            args.lua.push(rt.cancel(try args.object(class: LuaTimer.className, expected: LuaTimer.className, as: LuaTimer.self)))
+            return 1
+        },
+    ])
 
     /// `mw.after(seconds, fn)` / `mw.every(seconds, fn)`: fn(timer) runs on the loop.
     func schedule(_ args: LuaArguments, repeating: Bool, on scheduler: TimerScheduler? = nil) throws -> Int32 {

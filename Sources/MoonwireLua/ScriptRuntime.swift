@@ -98,6 +98,14 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// The run's metrics (built-in and the script's own), touched only on `eventLoop`.
     public let metrics = RunMetrics()
 
+    /// Every Swift function Lua can call, registered: the trampolines' contexts.
+    private var functionEntries: [LuaFunctionEntry] = []
+
+    /// `functions` bound to this runtime, for registering in its Lua state.
+    private func bound(_ functions: LuaFunctions<ScriptRuntime>) -> [(key: String, entry: LuaFunctionEntry)] {
+        functions.bound(to: self, keeping: &functionEntries)
+    }
+
     /// The exit code, once the script has ended.
     public var completion: EventLoopFuture<Int32> { completionPromise.futureResult }
 
@@ -196,7 +204,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     /// The compiled main chunk is on top of the stack.
-    private func start(arguments: [String]) {
+    func start(arguments: [String]) {
         guard let startMain else { return }
         // The arguments all go on the stack at once, and Lua promises only 20 free slots:
         // past them a push writes over the heap (a script with 30 arguments crashed).
@@ -324,18 +332,25 @@ public final class ScriptRuntime: @unchecked Sendable {
         _ = bytes.withUnsafeMutableBytes { fwrite($0.baseAddress, 1, $0.count, stderr) }
     }
 
+    /// The prelude's parts (resources/prelude/), in the order they run: each a
+    /// chunk called with `host` and the table the parts share; the last returns
+    /// the module, the start function and the internals.
+    static let preludeParts: [(name: String, source: [UInt8])] = [
+        ("runtime", PackageResources.runtime_lua),
+        ("connections", PackageResources.connections_lua),
+        ("servers", PackageResources.servers_lua),
+        ("glue", PackageResources.glue_lua),
+        ("metrics", PackageResources.metrics_lua),
+        ("load_models", PackageResources.load_models_lua),
+        ("module", PackageResources.module_lua),
+    ]
+
     private func installModule() {
-        let resource = PackageResources.prelude_lua
-        do {
-            try lua.load(source: resource, chunkName: "@moonwire/prelude.lua")
-        } catch {
-            fatalError("moonwire: the built-in prelude does not compile: \(error)")
-        }
-        registerTimerClass()
-        lua.registerClass(LuaConnection.className, methods: Self.connectionMethods, close: nil, context: context)
-        lua.registerClass(LuaServer.className, methods: Self.serverMethods, close: nil, context: context)
-        lua.registerClass(LuaPeer.className, methods: Self.peerMethods, close: nil, context: context)
-        lua.push(functions: Self.hostFunctions + Self.metricsFunctions, context: context)
+        lua.registerClass(LuaTimer.className, methods: bound(Self.timerMethods), close: "cancel")
+        lua.registerClass(LuaConnection.className, methods: bound(Self.connectionMethods))
+        lua.registerClass(LuaServer.className, methods: bound(Self.serverMethods))
+        lua.registerClass(LuaPeer.className, methods: bound(Self.peerMethods))
+        lua.push(functions: bound(Self.hostFunctions) + bound(Self.metricsFunctions) + bound(Self.metricMethods))
         for (className, field) in [
             (LuaConnection.className, "connection_methods"), (LuaServer.className, "server_methods"), (LuaPeer.className, "peer_methods"),
         ] {
@@ -377,10 +392,21 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("request_latency", table: -2)
         lua.push(metrics.expectLatency.index)
         lua.setField("expect_latency", table: -2)
-        do {
-            try lua.call(arguments: 1, results: 3)
-        } catch {
-            fatalError("moonwire: the built-in prelude failed: \(error)")
+        lua_createtable(lua.L, 0, 32)
+        for (i, part) in Self.preludeParts.enumerated() {
+            let name = "@moonwire/prelude/\(part.name).lua"
+            do {
+                try lua.load(source: part.source, chunkName: name)
+            } catch {
+                fatalError("moonwire: the built-in \(name) does not compile: \(error)")
+            }
+            lua.pushValue(-3)
+            lua.pushValue(-3)
+            do {
+                try lua.call(arguments: 2, results: i == Self.preludeParts.count - 1 ? 3 : 0)
+            } catch {
+                fatalError("moonwire: the built-in \(name) failed: \(error)")
+            }
         }
         lua.getField("events", table: -1)
         connectionEvents = ConnectionEvent.allCases.map { event in
@@ -396,6 +422,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.pop()
         preludeInternals = lua.reference()
         startMain = lua.reference()
-        lua.pop()
+        // The module, the shared table and host.
+        lua.pop(3)
     }
 }

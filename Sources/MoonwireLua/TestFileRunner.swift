@@ -140,7 +140,8 @@ public final class TestFileRunner: @unchecked Sendable {
         }
     }
 
-    private var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+    /// Its functions in `mw._test_host`, registered: the trampolines' contexts.
+    private var functionEntries: [LuaFunctionEntry] = []
 
     /// The pragma that puts one file on a virtual clock: a comment line
     /// `-- moonwire: virtual-time` among the comment lines the file starts with.
@@ -170,65 +171,54 @@ public final class TestFileRunner: @unchecked Sendable {
         guard let internals = runtime.preludeInternals else { return }
         lua.getGlobal("mw")
         lua.push(internals)
-        for (name, function) in Self.functions {
-            lua.push(function: function, context: context)
-            lua.setField(name, table: -2)
+        for (key, entry) in Self.functions.bound(to: self, keeping: &functionEntries) {
+            lua.push(function: LuaFunctionEntry.enter, context: entry.context)
+            lua.setField(key, table: -2)
         }
         lua.setField("_test_host", table: -2)
         lua.pop()
     }
 
-    private static let functions: [(String, mw_swift_fn)] = [
-        ("report", { L, ctx in
-            LuaBinding.enter(L, ctx, "report", as: TestFileRunner.self) { runner, args in
-                let status = TestCaseResult.Status(rawValue: try args.string(2)) ?? .failed
-                runner.results.append(TestCaseResult(
-                    name: try args.string(1), status: status, duration: try args.number(3),
-                    message: try args.string(4), traceback: try args.string(5), location: try args.string(6),
-                    title: try args.string(7)
-                ))
-                return 0
-            }
-        }),
-        ("watchdog", { L, ctx in
-            LuaBinding.enter(L, ctx, "watchdog", as: TestFileRunner.self) { runner, args in
-                runner.watchdog(arm: args.lua.boolean(at: 1) ? try args.number(2) : nil)
-                return 0
-            }
-        }),
-        ("on_uncaught", { L, ctx in
-            LuaBinding.enter(L, ctx, "on_uncaught", as: TestFileRunner.self) { runner, args in
-                try args.function(1)
-                args.lua.pushValue(1)
-                runner.onUncaught = args.lua.reference()
-                return 0
-            }
-        }),
-        ("explain_error", { L, ctx in
-            LuaBinding.enter(L, ctx, "explain_error", as: TestFileRunner.self) { runner, args in
-                args.lua.push(runner.runtime.explainingMemoryLimit(try args.string(1)))
-                return 1
-            }
-        }),
-        // The per-test timeout and the durations reported: real time, under a virtual clock too.
-        ("wall_after", { L, ctx in
-            LuaBinding.enter(L, ctx, "wall_after", as: TestFileRunner.self) { runner, args in
-                try runner.runtime.schedule(args, repeating: false, on: runner.runtime.wallTimers)
-            }
-        }),
-        ("wall_now", { L, _ in
-            LuaState(L!).push(Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
+    /// The test runner's own functions in `mw._test_host`; their errors name them bare.
+    private static let functions = LuaFunctions<TestFileRunner>.functions(of: "test_host", [
+        LuaFunction("report", shownAs: "report") { runner, args in
+            let status = TestCaseResult.Status(rawValue: try args.string(2)) ?? .failed
+            runner.results.append(TestCaseResult(
+                name: try args.string(1), status: status, duration: try args.number(3),
+                message: try args.string(4), traceback: try args.string(5), location: try args.string(6),
+                title: try args.string(7)
+            ))
+            return 0
+        },
+        LuaFunction("watchdog", shownAs: "watchdog") { runner, args in
+            runner.watchdog(arm: args.boolean(1) ? try args.number(2) : nil)
+            return 0
+        },
+        LuaFunction("on_uncaught", shownAs: "on_uncaught") { runner, args in
+            try args.function(1)
+            args.lua.pushValue(args.index(1))
+            runner.onUncaught = args.lua.reference()
+            return 0
+        },
+        LuaFunction("explain_error", shownAs: "explain_error") { runner, args in
+            args.lua.push(runner.runtime.explainingMemoryLimit(try args.string(1)))
             return 1
-        }),
-        ("take_uncaught", { L, ctx in
-            LuaBinding.enter(L, ctx, "take_uncaught", as: TestFileRunner.self) { runner, args in
-                let messages = runner.uncaught.messages
-                runner.uncaught.messages.removeAll()
-                if messages.isEmpty { args.lua.pushNil() } else { args.lua.push(messages.joined(separator: "\n")) }
-                return 1
-            }
-        }),
-    ]
+        },
+        // The per-test timeout and the durations reported: real time, under a virtual clock too.
+        LuaFunction("wall_after", shownAs: "wall_after") { runner, args in
+            try runner.runtime.schedule(args, repeating: false, on: runner.runtime.wallTimers)
+        },
+        LuaFunction("wall_now", shownAs: "wall_now") { _, args in
+            args.lua.push(Double(NIODeadline.now().uptimeNanoseconds) / 1e9)
+            return 1
+        },
+        LuaFunction("take_uncaught", shownAs: "take_uncaught") { runner, args in
+            let messages = runner.uncaught.messages
+            runner.uncaught.messages.removeAll()
+            if messages.isEmpty { args.lua.pushNil() } else { args.lua.push(messages.joined(separator: "\n")) }
+            return 1
+        },
+    ])
 
     /// Arms the watchdog a second past the test's own timeout (which a timer on
     /// the loop enforces while the loop is free), or disarms it.

@@ -86,7 +86,7 @@ struct Listen: ParsableCommand {
 
     func run() throws {
         let (target, options) = try makeOptions()
-        if let script { return try runScript(script, target) }
+        if let script { try ScriptFile.checkReadable(script) }
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: target.kind == .tcp)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -94,35 +94,26 @@ struct Listen: ParsableCommand {
         let server = ListenSession(
             settings: .init(echo: echo, relay: relay, hexInput: session.hexInput), printer: printer, eventLoop: loop
         )
-        let signals = SignalTrap(onSignal: { signal in loop.execute { server.interrupt(signal) } }, beforeExit: console.restoreTerminalNow)
-        let code = try loop.flatSubmit { server.start(target, options: options) }.wait()
+        let signals: SignalTrap
+        var scripted: ListenSession.Script?
+        if let script {
+            // The server's events go on to the file's handlers in a Lua state (as `run`'s):
+            // a signal ends the script, which closes the server with it.
+            let runtime = ScriptRuntime(
+                eventLoop: loop,
+                options: .init(
+                    keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1,
+                    limits: try limits.limits()
+                )
+            )
+            scripted = .init(serve: { runtime.serve($0, observer: $1, script: script) }, stop: { runtime.stop(exitCode: $0) })
+            signals = SignalTrap(onSignal: { runtime.shutdown(signal: $0) }, beforeExit: console.restoreTerminalNow)
+        } else {
+            signals = SignalTrap(onSignal: { signal in loop.execute { server.interrupt(signal) } }, beforeExit: console.restoreTerminalNow)
+        }
+        let code = try loop.flatSubmit { server.start(target, options: options, script: scripted) }.wait()
         signals.cancel()
         console.finish()
         ProcessEnd.exit(code, parking: [loop])
-    }
-
-    /// `--script`: the server lives in a Lua state, which prints the events and calls the
-    /// file's handlers (Sources/moonwire/resources/listen_script.lua).
-    private func runScript(_ file: String, _ target: ServerURL) throws {
-        try ScriptFile.checkReadable(file)
-        let framingArgument = target.kind == .tcp ? framing ?? "line" : ""
-        let arguments = [
-            target.description, file, echo ? "1" : "", relay ? "1" : "", framingArgument,
-            "\(try ArgumentValues.size(maxMessage, flag: "--max-message"))", subprotocol.joined(separator: ","),
-            compress ? "1" : "", tlsCert ?? "", tlsKey ?? "",
-        ]
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let runtime = ScriptRuntime(
-            eventLoop: group.next(),
-            options: .init(
-                keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1,
-                limits: try limits.limits()
-            )
-        )
-        let signals = SignalTrap { runtime.shutdown(signal: $0) }
-        let source = String(decoding: PackageResources.listen_script_lua, as: UTF8.self)
-        let code = try runtime.run(source: source, chunkName: "moonwire listen", arguments: arguments).wait()
-        signals.cancel()
-        ProcessEnd.exit(code, parking: [runtime.eventLoop])
     }
 }

@@ -24,15 +24,31 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         self.eventLoop = eventLoop
     }
 
+    /// `listen --script`: the Lua state the server's events go on to, once this
+    /// session has shown them. It decides when the session ends.
+    struct Script {
+        /// Hands the server to the script, with this session as the observer; the exit code.
+        var serve: (MessageServer, MessageServerDelegate) -> EventLoopFuture<Int32>
+        /// Ends the script (and so the session) with an exit code.
+        var stop: (Int32) -> Void
+    }
+
+    private var script: Script?
+
     /// Listens and reads input; the future gives the exit code.
-    func start(_ url: ServerURL, options: MessageServerOptions) -> EventLoopFuture<Int32> {
+    func start(_ url: ServerURL, options: MessageServerOptions, script: Script? = nil) -> EventLoopFuture<Int32> {
         let promise = eventLoop.makePromise(of: Int32.self)
         done = promise
+        self.script = script
         do {
             let server = try MessageServer(url: url, options: options, eventLoop: eventLoop)
-            server.delegate = self
             self.server = server
             printer.event("listen", "listening on \(server.url)", fields: [("url", LogLine.jsonString(server.url.description))])
+            if let script {
+                script.serve(server, self).cascade(to: promise)
+            } else {
+                server.delegate = self
+            }
         } catch {
             printer.event("error", "cannot listen on \(url): \(error)", isError: true)
             promise.succeed(1)
@@ -156,6 +172,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
     }
 
     private func stop(exitCode: Int32) {
+        if let script { return script.stop(exitCode) }
         guard let server, server.isListening else { return }
         server.close().whenComplete { _ in
             self.done?.succeed(exitCode)

@@ -98,11 +98,4 @@ import Testing
         #expect(rules.answer(to: ByteBuffer(string: ""), kind: .text) == nil)
         #expect(rules.answer(to: ByteBuffer(bytes: [0x09]), kind: .text)?.1 == .binary)
     }
-
-    @Test func generatedLuaStringsRoundTrip() {
-        #expect(ReplayTestGenerator.quoted(Array(#"{"a":"b"}"#.utf8)) == #"[[{"a":"b"}]]"#)
-        #expect(ReplayTestGenerator.quoted(Array("plain".utf8)) == #""plain""#)
-        #expect(ReplayTestGenerator.quoted(Array("a]]\"b\n".utf8)) == #""a]]\"b\n""#)
-        #expect(ReplayTestGenerator.quoted([0, 0x41, 0xff]) == #""\x00A\xFF""#)
-    }
 }

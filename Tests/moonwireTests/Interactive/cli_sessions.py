@@ -407,17 +407,31 @@ def case_listen_script():
     with Listener("--script", handlers, "ws://127.0.0.1:0") as listen:
         r = run("connect", listen.url, input="ping\n")
         check(r.returncode == 0 and r.stdout == "welcome 1\ngot ping of 1\n", f"exit {r.returncode} {r.stdout!r} {r.stderr!r}")
-        check(listen.process.stdout.readline().startswith("[1] connected from 127.0.0.1:"), "no connect line")
-        check(listen.process.stdout.readline() == "[1] < ping\n", "no message line")
+        # Shown as listen shows them without --script: messages on stdout, events on stderr.
+        check(listen.process.stdout.readline() == "[1] ping\n", "no message line")
         # An error in a handler points at the handler's line and ends listen with 1.
         run("connect", listen.url, input="boom\n")
         check(listen.process.wait(timeout=DEADLINE) == 1, f"listen exit {listen.process.returncode}")
         rest = listen.process.stderr.read()
         check("handlers.lua:4: boom" in rest, f"stderr {rest!r}")
+        check("moonwire: [1] connected from 127.0.0.1:" in rest, f"no connect line in {rest!r}")
     # The example in examples/ and docs/cli.md.
     with Listener("--script", "examples/listen_greeter.lua", "ws://127.0.0.1:0") as listen:
         r = run("connect", listen.url, input="who\n")
         check(r.returncode == 0 and r.stdout == "welcome, you are 1\n1 connected\n", f"greeter: {r.stdout!r} {r.stderr!r}")
+        # One listen: with --script, input lines and commands still reach the peers.
+        client = subprocess.Popen([MOONWIRE, "connect", listen.url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env())
+        try:
+            check(client.stdout.readline() == "welcome, you are 2\n", "no welcome for the second peer")
+            listen.process.stdin.write("/to 2 from the console\n")
+            listen.process.stdin.flush()
+            check(client.stdout.readline() == "from the console\n", "/to did not reach the peer")
+            client.stdin.close()
+            check(client.wait(timeout=DEADLINE) == 0, f"connect exit {client.returncode}")
+        finally:
+            if client.poll() is None:
+                client.kill()
         check(listen.interrupt() == 130, "listen did not exit 130")
 
 

@@ -28,13 +28,18 @@ let vm = LuaVM()
 let lua = vm.state
 let counter = Counter()
 
-// A Swift binding as every mw function is built: trampoline, argument check, result.
-lua.push(function: { L, ctx in
-    LuaBinding.enter(L, ctx, "bench.swift", as: Counter.self) { counter, args in
+// A Swift binding as every mw function is built: declared, entered through the
+// trampoline with its entry as context, argument check, result.
+var entries: [LuaFunctionEntry] = []
+let benchFunctions = LuaFunctions<Counter>.functions(of: "bench", [
+    LuaFunction("swift") { counter, args in
         counter.calls += Int(try args.integer(1))
         return 0
-    }
-}, context: Unmanaged.passUnretained(counter).toOpaque())
+    },
+])
+for (_, entry) in benchFunctions.bound(to: counter, keeping: &entries) {
+    lua.push(function: LuaFunctionEntry.enter, context: entry.context)
+}
 lua.setGlobal("swift_fn")
 
 func runLua(_ source: String) -> Double {
