@@ -97,7 +97,7 @@ enum WebSocketFuzz {
                     case .ping(let payload), .pong(let payload):
                         precondition(payload.readableBytes <= 125, "control payload above 125 bytes")
                     case .close(let code, _):
-                        if let code { precondition(WebSocketCloseCode.isValidOnWire(code), "invalid close code delivered") }
+                        if let code { precondition(CloseCode.isValidOnWire(code), "invalid close code delivered") }
                     case .none:
                         break
                     }

@@ -38,11 +38,11 @@ final class LuaConnection: ManagedConnectionDelegate {
         }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         runtime?.dispatch(.message, for: self) { lua in lua.pushMessage(message, kind: kind, json: jsonCodec) }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+    func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {
         guard let runtime else { return }
         runtime.metrics.failed(self)
         runtime.dispatch(.error, for: self) { lua in
@@ -77,7 +77,7 @@ final class LuaConnection: ManagedConnectionDelegate {
         return runtime.retryDecision(from: answer)
     }
 
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? {
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, MessageKind)? {
         guard let results = runtime?.dispatchReturning(.heartbeatMessage, for: self, results: 2, push: { _ in 0 }),
             case .string(let bytes) = results[0]
         else { return nil }
@@ -93,7 +93,7 @@ final class LuaConnection: ManagedConnectionDelegate {
         runtime?.warnBudgetReached("connection to \(connection.url)", queued: stats.queued, buffered: stats.buffered)
     }
 
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: MessageKind) -> Bool {
         let answer = runtime?.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
             lua.push(kind == .text ? "text" : "binary")

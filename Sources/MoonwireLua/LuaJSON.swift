@@ -9,7 +9,7 @@ extension LuaState {
     /// the JSON codec the value decoded from the buffer's bytes (no Lua string on the
     /// way), and when they do not decode `nil, kind, err, raw` (the raw message as a string).
     /// Returns the number of values pushed.
-    func pushMessage(_ message: ByteBuffer, kind: WebSocketMessageKind, json: Bool) -> Int32 {
+    func pushMessage(_ message: ByteBuffer, kind: MessageKind, json: Bool) -> Int32 {
         guard json else {
             message.withUnsafeReadableBytes { push(bytes: $0) }
             push(kind == .text ? "text" : "binary")

@@ -45,7 +45,7 @@ final class LuaServer: MessageServerDelegate {
         }
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         observer?.server(server, peer: peer, didReceive: message, kind: kind)
         guard let handle = peers[peer.id]?.handle, let runtime else { return }
         runtime.dispatch(.message, for: self) { lua in
@@ -54,7 +54,7 @@ final class LuaServer: MessageServerDelegate {
         }
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
         observer?.server(server, peer: peer, didClose: info)
         guard let p = peers.removeValue(forKey: peer.id), let handle = p.handle, let runtime else { return }
         runtime.dispatch(.close, for: self) { lua in
@@ -81,7 +81,7 @@ final class LuaServer: MessageServerDelegate {
         runtime?.warnBudgetReached("peer \(peer.id) (\(peer.remoteAddress)) of \(server.url)", queued: peer.queued, buffered: peer.buffered)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
+    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {
         if let observer { return observer.server(server, peer: peer, didFail: error) }
         runtime?.options.logger.warning("server \(server.url): \(error)")
     }

@@ -8,7 +8,7 @@ extension ScriptRuntime {
     /// channel does when a whole message arrived (the prelude's dispatcher, then
     /// `on_message`), with no socket read around it. False while no connection is open.
     /// Call on ``eventLoop``.
-    @_spi(Benchmarks) public func deliverToOpenConnection(_ message: ByteBuffer, kind: WebSocketMessageKind, times: Int) -> Bool {
+    @_spi(Benchmarks) public func deliverToOpenConnection(_ message: ByteBuffer, kind: MessageKind, times: Int) -> Bool {
         guard let open = self.connections.values.first(where: { $0.connection.state == "open" }) else { return false }
         for _ in 0..<times {
             open.managedConnection(open.connection, didReceive: message, kind: kind)

@@ -285,7 +285,7 @@ extension ScriptRuntime {
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
     /// With `json`, the value at `index` written as JSON (see ``withMessage(at:kindAt:json:_:)``).
-    func message(at index: Int32, kindAt kindIndex: Int32, json: Bool = false) throws(LuaArgumentError) -> (ByteBuffer, WebSocketMessageKind) {
+    func message(at index: Int32, kindAt kindIndex: Int32, json: Bool = false) throws(LuaArgumentError) -> (ByteBuffer, MessageKind) {
         try withMessage(at: index, kindAt: kindIndex, json: json) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
     }
 
@@ -303,7 +303,7 @@ extension LuaArguments {
         at index: Int32,
         kindAt kindIndex: Int32,
         json: Bool = false,
-        _ body: (UnsafeRawBufferPointer, WebSocketMessageKind) -> R
+        _ body: (UnsafeRawBufferPointer, MessageKind) -> R
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
         let requested = try requestedKind(at: kindIndex)
@@ -314,7 +314,7 @@ extension LuaArguments {
     }
 
     /// The kind of a message to send: `requested`, else text when valid UTF-8.
-    private func messageKind(of bytes: UnsafeRawBufferPointer, requested: WebSocketMessageKind?, index: Int32) throws(LuaArgumentError) -> WebSocketMessageKind {
+    private func messageKind(of bytes: UnsafeRawBufferPointer, requested: MessageKind?, index: Int32) throws(LuaArgumentError) -> MessageKind {
         func isText() -> Bool {
             var validator = UTF8Validator()
             return validator.feed(bytes) && validator.isComplete
@@ -329,7 +329,7 @@ extension LuaArguments {
     }
 
     /// The kind argument at `kindIndex`, nil when absent.
-    private func requestedKind(at kindIndex: Int32) throws(LuaArgumentError) -> WebSocketMessageKind? {
+    private func requestedKind(at kindIndex: Int32) throws(LuaArgumentError) -> MessageKind? {
         if isNoneOrNil(kindIndex) { return nil }
         return try withBytes(kindIndex) { name throws(LuaArgumentError) in
             if Self.isWord(name, "binary") { return .binary }

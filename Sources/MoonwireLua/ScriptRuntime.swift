@@ -191,7 +191,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         for s in Array(servers.values) { closeServer(s) }
         let open = Array(connections.values)
         guard !open.isEmpty else { return finish(code) }
-        for c in open { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "going away") }
+        for c in open { c.connection.close(code: CloseCode.goingAway, reason: "going away") }
         eventLoop.scheduleTask(in: closeGrace) { [weak self] in self?.finish(code) }
     }
 
@@ -294,7 +294,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         servers.removeAll()
         let gone = eventLoop.makePromise(of: Void.self)
         connectionsGone = gone
-        for c in Array(connections.values) { c.connection.close(code: WebSocketCloseCode.goingAway, reason: "script ended") }
+        for c in Array(connections.values) { c.connection.close(code: CloseCode.goingAway, reason: "script ended") }
         connectionsEnded()
         let closed = EventLoopFuture.andAllComplete(closingServers.map(\.closed) + [gone.futureResult], on: eventLoop)
         let deadline = eventLoop.scheduleTask(in: grace) { [self] in retire(code) }

@@ -96,7 +96,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
             printer.event("ping", argument.isEmpty ? "ping" : "ping \(argument)", direction: .outgoing)
         case "close":
             guard let (code, reason) = SessionInput.closeArguments(argument),
-                code == WebSocketCloseCode.normal || (3000...4999).contains(code)
+                code == CloseCode.normal || (3000...4999).contains(code)
             else { return printer.complaint("/close: the code must be 1000 or 3000-4999, as in /close 4000 done") }
             guard (try? WebSocketClose(code: Int(code), reason: reason)) != nil else {
                 return printer.complaint("/close: the reason is at most \(WebSocketClose.maxReason) bytes")
@@ -205,7 +205,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
 
     private func closeNormally() {
         guard connection.isAlive else { return }
-        connection.close(code: WebSocketCloseCode.normal, reason: "")
+        connection.close(code: CloseCode.normal, reason: "")
     }
 
     /// SIGINT or SIGTERM: close normally, then exit 130 or 143.
@@ -214,7 +214,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         interrupted = 128 + signal
         printer.event("interrupt", "closing (Ctrl-C again to quit at once)")
         if connection.isAlive {
-            connection.close(code: WebSocketCloseCode.normal, reason: "")
+            connection.close(code: CloseCode.normal, reason: "")
         } else {
             finish(128 + signal)
         }
@@ -245,7 +245,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         }
     }
 
-    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         lastInbound = .now()
         printer.message(Array(message.readableBytesView), binary: kind == .binary, direction: .incoming)
     }
@@ -258,7 +258,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         printer.event("pong", String(format: "pong%@ after %.2f ms", text.isEmpty ? "" : " " + text, ms), direction: .incoming)
     }
 
-    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+    func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {
         let text = everOpened ? "\(error)" : "cannot connect to \(url): \(error)"
         printer.event("error", text, isError: true)
     }
@@ -272,7 +272,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
         opened = false
         pings.removeAll()
-        if everOpened || report.code != WebSocketCloseCode.abnormal {
+        if everOpened || report.code != CloseCode.abnormal {
             let by = report.by == .network ? "connection lost" : "closed by \(report.by == .local ? "us" : "the peer")"
             printer.event(
                 "close", "\(by): " + MessageText.describeClose(code: report.code, reason: report.reason),
@@ -284,7 +284,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         guard !report.willReconnect else { return }
         if let interrupted { return finish(interrupted) }
         guard everOpened else { return finish(1) }
-        let normal = report.code == WebSocketCloseCode.normal || report.code == WebSocketCloseCode.goingAway
+        let normal = report.code == CloseCode.normal || report.code == CloseCode.goingAway
         finish(normal || (userClosed && report.by == .local && report.clean) ? 0 : 1)
     }
 }

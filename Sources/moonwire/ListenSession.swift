@@ -190,7 +190,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
                       fields: [("address", LogLine.jsonString(request.remoteAddress))])
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         let bytes = Array(message.readableBytesView)
         printer.message(bytes, binary: kind == .binary, direction: .incoming, peer: "\(peer.id)")
         if settings.echo, send(bytes, binary: kind == .binary, to: peer) {
@@ -203,7 +203,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         }
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
         let by = info.initiator == .network ? "lost" : "closed by \(info.initiator == .local ? "us" : "the peer")"
         printer.event(
             "close", "\(by): " + MessageText.describeClose(code: info.code, reason: info.reason),
@@ -212,7 +212,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         )
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
+    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {
         printer.event("error", "\(error)", peer: peer.map { "\($0.id)" }, isError: true)
     }
 

@@ -10,7 +10,7 @@ import Testing
 @Suite struct ClientDialTests {
     enum Event: Sendable {
         case open(ConnectTiming?)
-        case fail(WebSocketConnectionError)
+        case fail(ConnectionError)
         case close(UInt16)
     }
 
@@ -30,12 +30,12 @@ import Testing
             self.events.append(.open(info.timing))
             try? connection.close()
         }
-        func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
-        func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError) {
+        func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
+        func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
             self.events.append(.fail(error))
             if connection.state == .closed { self.ended(connection) }
         }
-        func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo) {
+        func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
             self.events.append(.close(info.code))
             self.ended(connection)
         }
@@ -100,7 +100,7 @@ import Testing
     }
 
     /// The failure when it is the only event.
-    static func onlyFailure(_ events: [Event]) -> WebSocketConnectionError? {
+    static func onlyFailure(_ events: [Event]) -> ConnectionError? {
         guard events.count == 1, case .fail(let error) = events[0] else { return nil }
         return error
     }

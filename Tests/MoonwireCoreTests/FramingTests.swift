@@ -115,9 +115,9 @@ struct FramingTests {
     }
 
     @Test func encodersRefuseWhatTheirDecoderWouldCutDifferently() throws {
-        #expect(throws: WebSocketUsageError.self) { try MessageEncoder(.line()).encode(ByteBuffer(string: "a\nb")) }
-        #expect(throws: WebSocketUsageError.self) { try MessageEncoder(.fixed(4)).encode(ByteBuffer(string: "abc")) }
-        #expect(throws: WebSocketUsageError.self) {
+        #expect(throws: UsageError.self) { try MessageEncoder(.line()).encode(ByteBuffer(string: "a\nb")) }
+        #expect(throws: UsageError.self) { try MessageEncoder(.fixed(4)).encode(ByteBuffer(string: "abc")) }
+        #expect(throws: UsageError.self) {
             try MessageEncoder(.length(LengthPrefix(bytes: 1))).encode(ByteBuffer(repeating: 0, count: 256))
         }
         let framed = try MessageEncoder(.length(LengthPrefix(bytes: 2, endian: .little, adjust: 2))).encode(ByteBuffer(string: "abcd"))
@@ -140,8 +140,8 @@ struct FramingTests {
     }
 
     @Test func invalidOptionsAreUsageErrors() {
-        #expect(throws: WebSocketUsageError.self) { try TCPFraming.length(LengthPrefix(bytes: 3)).validate() }
-        #expect(throws: WebSocketUsageError.self) { try TCPFraming.fixed(0).validate() }
-        #expect(throws: WebSocketUsageError.self) { try TCPFraming.delimiter([]).validate() }
+        #expect(throws: UsageError.self) { try TCPFraming.length(LengthPrefix(bytes: 3)).validate() }
+        #expect(throws: UsageError.self) { try TCPFraming.fixed(0).validate() }
+        #expect(throws: UsageError.self) { try TCPFraming.delimiter([]).validate() }
     }
 }

@@ -76,7 +76,7 @@ func seconds(_ amount: TimeAmount) -> Double {
 enum FaultEvent: CustomStringConvertible {
     case open(reconnects: Int, at: NIODeadline)
     case message(String, at: NIODeadline)
-    case fail(WebSocketConnectionError, at: NIODeadline)
+    case fail(ConnectionError, at: NIODeadline)
     case close(ConnectionLifecycle.CloseReport, at: NIODeadline)
     case willReconnect(attempt: Int, delay: TimeAmount, at: NIODeadline)
 
@@ -110,7 +110,7 @@ enum FaultEvent: CustomStringConvertible {
 
     var openReconnects: Int? { if case .open(let r, _) = self { return r } else { return nil } }
     var closeReport: ConnectionLifecycle.CloseReport? { if case .close(let r, _) = self { return r } else { return nil } }
-    var failure: WebSocketConnectionError? { if case .fail(let e, _) = self { return e } else { return nil } }
+    var failure: ConnectionError? { if case .fail(let e, _) = self { return e } else { return nil } }
     var retry: (attempt: Int, delay: TimeAmount)? {
         if case .willReconnect(let a, let d, _) = self { return (a, d) } else { return nil }
     }
@@ -192,11 +192,11 @@ final class FaultClient: ManagedConnectionDelegate, @unchecked Sendable {
         self.onOpen(connection, info)
     }
 
-    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         self.log.append(.message(String(buffer: message), at: .now()))
     }
 
-    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+    func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {
         self.log.append(.fail(error, at: .now()))
     }
 
@@ -215,7 +215,7 @@ final class FaultClient: ManagedConnectionDelegate, @unchecked Sendable {
 enum FaultServerEvent: CustomStringConvertible {
     case connect(peer: Int, request: ServerPeerRequest, at: NIODeadline)
     case message(peer: Int, text: String, at: NIODeadline)
-    case close(peer: Int, info: WebSocketCloseInfo, at: NIODeadline)
+    case close(peer: Int, info: CloseInfo, at: NIODeadline)
     /// Recorded by tests when they inject a fault.
     case fault(peer: Int, what: String, at: NIODeadline)
 
@@ -305,13 +305,13 @@ final class FaultServer: MessageServerDelegate, @unchecked Sendable {
         self.onConnect(peer)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         let text = String(buffer: message)
         self.log.append(.message(peer: peer.id, text: text, at: .now()))
         self.onMessage(peer, text)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
         self.log.append(.close(peer: peer.id, info: info, at: .now()))
     }
 

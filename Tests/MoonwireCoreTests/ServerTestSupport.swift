@@ -14,12 +14,12 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
     let loop: EventLoop
     private(set) var server: MessageServer!
     var connected: [(id: Int, request: ServerPeerRequest)] = []
-    var messages: [(id: Int, text: String, kind: WebSocketMessageKind)] = []
-    var closes: [(id: Int, info: WebSocketCloseInfo, at: NIODeadline)] = []
-    var failures: [(id: Int?, error: WebSocketConnectionError)] = []
+    var messages: [(id: Int, text: String, kind: MessageKind)] = []
+    var closes: [(id: Int, info: CloseInfo, at: NIODeadline)] = []
+    var failures: [(id: Int?, error: ConnectionError)] = []
     var acceptPauses: [AcceptPause] = []
     var onConnect: (ServerPeer) -> Void = { _ in }
-    var onMessage: (ServerPeer, ByteBuffer, WebSocketMessageKind) -> Void = { _, _, _ in }
+    var onMessage: (ServerPeer, ByteBuffer, MessageKind) -> Void = { _, _, _ in }
 
     private init(loop: EventLoop) {
         self.loop = loop
@@ -65,16 +65,16 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
         self.onConnect(peer)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         self.messages.append((peer.id, String(buffer: message), kind))
         self.onMessage(peer, message, kind)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
         self.closes.append((peer.id, info, .now()))
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {
+    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {
         self.failures.append((peer?.id, error))
     }
 

@@ -23,13 +23,13 @@ struct ServerWebSocketTests {
         )
         #expect(events.first == .open(subprotocol: "v2", compressed: false))
         #expect(events.dropFirst().prefix(2) == [.message(Array("héllo".utf8), .text), .message([0, 255], .binary)])
-        #expect(events.last == .close(WebSocketCloseInfo(code: 1000, reason: "bye", clean: true, initiator: .local)))
+        #expect(events.last == .close(CloseInfo(code: 1000, reason: "bye", clean: true, initiator: .local)))
         try await server.wait("the close") { $0.closes.count == 1 }
         let (request, close) = try await server.onLoop { (server.connected[0].request, server.closes[0].info) }
         #expect(request.path == "/chat?room=1")
         #expect(request.headers["X-Token"] == ["t0k3n"])
         #expect(request.subprotocol == "v2")
-        #expect(close == WebSocketCloseInfo(code: 1000, reason: "bye", clean: true, initiator: .peer))
+        #expect(close == CloseInfo(code: 1000, reason: "bye", clean: true, initiator: .peer))
         try await server.stop()
     }
 
@@ -59,7 +59,7 @@ struct ServerWebSocketTests {
         // the client's kernel discard the response, and the client see a failed dial.
         try await server.onLoop { server.onMessage = { peer, _, _ in peer.abort() } }
         let events = try await TestClient.run("ws://127.0.0.1:\(server.port)/", script: ClientScript(onOpen: { c, _ in try? c.send(.text("hi"), kind: .text) }))
-        #expect(events.last == .close(WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .network)))
+        #expect(events.last == .close(CloseInfo(code: 1006, reason: "", clean: false, initiator: .network)))
         try await server.stop()
     }
 
@@ -80,7 +80,7 @@ struct ServerWebSocketTests {
             return
         }
         #expect(error.step == .protocol && error.closeCode == code)
-        #expect(events.last == .close(WebSocketCloseInfo(code: code, reason: error.message.components(separatedBy: " (closed").first!, clean: false, initiator: .local)))
+        #expect(events.last == .close(CloseInfo(code: code, reason: error.message.components(separatedBy: " (closed").first!, clean: false, initiator: .local)))
         try await server.wait("the client's close") { $0.closes.count == 1 }
         #expect(try await server.onLoop { server.closes[0].info.code } == code)
         try await server.stop()
@@ -256,7 +256,7 @@ struct ServerWebSocketTests {
         }
         for events in results {
             #expect(events.contains(.message(Array("news".utf8), .text)))
-            #expect(events.last == .close(WebSocketCloseInfo(code: 1001, reason: "server shutting down", clean: true, initiator: .peer)))
+            #expect(events.last == .close(CloseInfo(code: 1001, reason: "server shutting down", clean: true, initiator: .peer)))
         }
         try await server.onLoop { server.server.closeFuture }.get()
     }
@@ -317,7 +317,7 @@ struct ServerWebSocketTests {
         #expect(result?["protocol"] as? String == "chat")
         #expect((result?["ext"] as? String ?? "").contains("permessage-deflate") == compress)
         try await server.wait("the close") { $0.closes.count == 1 }
-        #expect(try await server.onLoop { server.closes[0].info } == WebSocketCloseInfo(code: 4000, reason: "done", clean: true, initiator: .peer))
+        #expect(try await server.onLoop { server.closes[0].info } == CloseInfo(code: 4000, reason: "done", clean: true, initiator: .peer))
         try await server.stop()
     }
 
@@ -350,8 +350,8 @@ private final class CloseWatcher: ManagedConnectionDelegate {
     let done: EventLoopPromise<ConnectionLifecycle.CloseReport>
     init(done: EventLoopPromise<ConnectionLifecycle.CloseReport>) { self.done = done }
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {}
-    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
-    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {}
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
+    func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {}
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport) {
         self.done.succeed(report)
     }

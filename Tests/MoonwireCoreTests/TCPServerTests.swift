@@ -146,8 +146,8 @@ struct TCPServerTests {
 final class TCPTestClient: ClientConnectionDelegate, @unchecked Sendable {
     struct Outcome: Sendable {
         var messages: [String] = []
-        var failure: WebSocketConnectionError?
-        var close: WebSocketCloseInfo?
+        var failure: ConnectionError?
+        var close: CloseInfo?
     }
 
     private var outcome = Outcome()
@@ -184,17 +184,17 @@ final class TCPTestClient: ClientConnectionDelegate, @unchecked Sendable {
         self.step(connection, self.outcome.messages)
     }
 
-    func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         self.outcome.messages.append(String(buffer: message))
         self.step(connection, self.outcome.messages)
     }
 
-    func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError) {
+    func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
         self.outcome.failure = error
         if connection.state == .closed { self.done.succeed(self.outcome) }
     }
 
-    func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo) {
+    func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
         self.outcome.close = info
         self.done.succeed(self.outcome)
     }

@@ -62,7 +62,7 @@ struct WebSocketHandlerTests {
         let end = try End(role, fragmentSize: 4)
         try end.handler.send(ByteBuffer(string: "0123456789"), kind: .binary)
         try end.handler.sendFragment(ByteBuffer(string: "ab"), kind: .text, isFinal: false)
-        #expect(throws: WebSocketUsageError("a fragmented message is being sent; finish it first")) {
+        #expect(throws: UsageError("a fragmented message is being sent; finish it first")) {
             try end.handler.send(ByteBuffer(string: "x"), kind: .text)
         }
         try end.handler.sendFragment(ByteBuffer(string: "cd"), kind: .text, isFinal: true)
@@ -114,7 +114,7 @@ struct WebSocketHandlerTests {
     func pingOut(role: WebSocketRole) throws {
         let end = try End(role)
         try end.handler.ping(ByteBuffer(bytes: [UInt8](repeating: 7, count: 125)))
-        #expect(throws: WebSocketUsageError("ping payload longer than 125 bytes")) {
+        #expect(throws: UsageError("ping payload longer than 125 bytes")) {
             try end.handler.ping(ByteBuffer(bytes: [UInt8](repeating: 7, count: 126)))
         }
         end.tick()
@@ -131,8 +131,8 @@ struct WebSocketHandlerTests {
         let end = try End(role)
         try end.receive(Frame(close: 4001, "bye"))
         #expect(try end.sent() == [Frame(close: 4001, "bye", masked: role == .client)])
-        #expect(end.owner.closes == [WebSocketCloseInfo(code: 4001, reason: "bye", clean: true, initiator: .peer)])
-        #expect(throws: WebSocketUsageError("connection is not open")) { try end.handler.send(ByteBuffer(string: "late"), kind: .text) }
+        #expect(end.owner.closes == [CloseInfo(code: 4001, reason: "bye", clean: true, initiator: .peer)])
+        #expect(throws: UsageError("connection is not open")) { try end.handler.send(ByteBuffer(string: "late"), kind: .text) }
         try end.receive(.text, "ignored after the close")
         #expect(end.owner.messages.isEmpty)
         end.expectTCPEndsByRole()
@@ -144,7 +144,7 @@ struct WebSocketHandlerTests {
         let end = try End(role)
         try end.receive(Frame(opcode: .close, payload: []))
         #expect(try end.sent() == [Frame(opcode: .close, payload: [], masked: role == .client)])
-        #expect(end.owner.closes == [WebSocketCloseInfo(code: 1005, reason: "", clean: true, initiator: .peer)])
+        #expect(end.owner.closes == [CloseInfo(code: 1005, reason: "", clean: true, initiator: .peer)])
     }
 
     @Test("we close: our close frame, the peer's answer, a clean close by us", arguments: roles)
@@ -157,7 +157,7 @@ struct WebSocketHandlerTests {
         try end.receive(.text, "still delivered while closing")
         #expect(end.owner.messages.count == 1)
         try end.receive(Frame(close: 3000, "done"))
-        #expect(end.owner.closes == [WebSocketCloseInfo(code: 3000, reason: "done", clean: true, initiator: .local)])
+        #expect(end.owner.closes == [CloseInfo(code: 3000, reason: "done", clean: true, initiator: .local)])
         #expect(try end.sent().isEmpty, "no second close frame")
         end.tick()
         #expect(end.channel.isActive == (role == .client))
@@ -170,7 +170,7 @@ struct WebSocketHandlerTests {
         end.tick()
         _ = try end.sent()
         end.channel.embeddedEventLoop.advanceTime(by: End.closeTimeout)
-        #expect(end.owner.closes == [WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .local)])
+        #expect(end.owner.closes == [CloseInfo(code: 1006, reason: "", clean: false, initiator: .local)])
         #expect(!end.channel.isActive)
     }
 
@@ -180,7 +180,7 @@ struct WebSocketHandlerTests {
         end.handler.abort(reason: "heartbeat timeout")
         end.tick()
         #expect(try end.sent().isEmpty)
-        #expect(end.owner.closes == [WebSocketCloseInfo(code: 1006, reason: "heartbeat timeout", clean: false, initiator: .network)])
+        #expect(end.owner.closes == [CloseInfo(code: 1006, reason: "heartbeat timeout", clean: false, initiator: .network)])
         #expect(!end.channel.isActive)
     }
 
@@ -188,7 +188,7 @@ struct WebSocketHandlerTests {
     func transportEnds(role: WebSocketRole) throws {
         let end = try End(role)
         try end.channel.close().wait()
-        #expect(end.owner.closes == [WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .network)])
+        #expect(end.owner.closes == [CloseInfo(code: 1006, reason: "", clean: false, initiator: .network)])
     }
 
     // MARK: Protocol violations
@@ -330,24 +330,24 @@ private final class End {
 
 private final class RecordingOwner: WebSocketHandlerOwner {
     struct Message: Equatable {
-        var kind: WebSocketMessageKind
+        var kind: MessageKind
         var text: String
     }
 
     var messages: [Message] = []
     var pings = 0
     var pongs: [String] = []
-    var failures: [WebSocketConnectionError] = []
-    var closes: [WebSocketCloseInfo] = []
+    var failures: [ConnectionError] = []
+    var closes: [CloseInfo] = []
 
-    func handlerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         self.messages.append(Message(kind: kind, text: String(buffer: message)))
     }
 
     func handlerReceivedPing() { self.pings += 1 }
     func handlerReceivedPong(_ payload: ByteBuffer) { self.pongs.append(String(buffer: payload)) }
-    func handlerFailed(_ error: WebSocketConnectionError) { self.failures.append(error) }
-    func handlerClosed(_ info: WebSocketCloseInfo) { self.closes.append(info) }
+    func handlerFailed(_ error: ConnectionError) { self.failures.append(error) }
+    func handlerClosed(_ info: CloseInfo) { self.closes.append(info) }
 }
 
 /// A frame as bytes on the wire, built and parsed here (not by the code under test).

@@ -201,11 +201,11 @@ struct WebSocketHostilePeerTests {
         let events = try await TestClient.run("ws://127.0.0.1:\(peer.port)/")
         let report = try await peer.report.get()
 
-        let failures = events.compactMap { e -> WebSocketConnectionError? in
+        let failures = events.compactMap { e -> ConnectionError? in
             if case .fail(let error) = e { return error }
             return nil
         }
-        let closes = events.compactMap { e -> WebSocketCloseInfo? in
+        let closes = events.compactMap { e -> CloseInfo? in
             if case .close(let info) = e { return info }
             return nil
         }
@@ -261,7 +261,7 @@ struct WebSocketHostilePeerTests {
         let events = try await TestClient.run("ws://127.0.0.1:\(peer.port)/")
         let report = try await peer.report.get()
         #expect(events.compactMap(\.text) == ["hello"])
-        #expect(events.last == .close(WebSocketCloseInfo(code: 4001, reason: "done", clean: true, initiator: .peer)))
+        #expect(events.last == .close(CloseInfo(code: 4001, reason: "done", clean: true, initiator: .peer)))
         #expect(report.pongs == [[0x70], []])
         #expect(report.closeCodes == [4001])
     }
@@ -317,12 +317,12 @@ private final class RedialDelegate: ClientConnectionDelegate {
     let done: EventLoopPromise<[String]>
     init(done: EventLoopPromise<[String]>) { self.done = done }
     func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) { self.log.append("open") }
-    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {}
-    func connection(_ c: ClientConnection, didFail error: WebSocketConnectionError) {
+    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
+    func connection(_ c: ClientConnection, didFail error: ConnectionError) {
         self.log.append("fail \(error)")
         self.done.succeed(self.log)
     }
-    func connection(_ c: ClientConnection, didClose info: WebSocketCloseInfo) {
+    func connection(_ c: ClientConnection, didClose info: CloseInfo) {
         self.log.append("close \(info.code)")
         if self.log.count < 4 {
             do { try c.connect() } catch { self.log.append("\(error)") }

@@ -183,7 +183,7 @@ struct WebSocketInteropTests {
                 }
             )
         )
-        let messages = events.compactMap { e -> ([UInt8], WebSocketMessageKind)? in
+        let messages = events.compactMap { e -> ([UInt8], MessageKind)? in
             if case .message(let bytes, let kind) = e { return (bytes, kind) }
             return nil
         }
@@ -193,7 +193,7 @@ struct WebSocketInteropTests {
         #expect(messages[1].0 == [0, 1, 2, 255] && messages[1].1 == .binary)
         #expect(String(decoding: messages[2].0, as: UTF8.self) == "fragmented")
         #expect(messages[3].0 == Array(big.readableBytesView) && messages[3].1 == .binary)
-        #expect(events.last == .close(WebSocketCloseInfo(code: 1000, reason: "done", clean: true, initiator: .local)))
+        #expect(events.last == .close(CloseInfo(code: 1000, reason: "done", clean: true, initiator: .local)))
     }
 
     @Test("subprotocol negotiation, extra headers and Origin reach the server", arguments: PeerProcess.Kind.allCases)
@@ -230,14 +230,14 @@ struct WebSocketInteropTests {
             "ws://127.0.0.1:\(peer.port)/",
             script: ClientScript(onOpen: { c, _ in try? c.close(code: 4001, reason: "client bye") })
         )
-        #expect(ours.last == .close(WebSocketCloseInfo(code: 4001, reason: "client bye", clean: true, initiator: .local)))
+        #expect(ours.last == .close(CloseInfo(code: 4001, reason: "client bye", clean: true, initiator: .local)))
         #expect(await peer.closeLines().contains("CLOSE 4001 client bye"))
 
         let theirs = try await TestClient.run(
             "ws://127.0.0.1:\(peer.port)/",
             script: ClientScript(onOpen: { c, _ in try? c.send(.text("__close__ 4002 server bye"), kind: .text) })
         )
-        #expect(theirs.last == .close(WebSocketCloseInfo(code: 4002, reason: "server bye", clean: true, initiator: .peer)))
+        #expect(theirs.last == .close(CloseInfo(code: 4002, reason: "server bye", clean: true, initiator: .peer)))
     }
 
     @Test("permessage-deflate is negotiated and messages round-trip", arguments: PeerProcess.Kind.allCases)
@@ -341,7 +341,7 @@ extension WebSocketInteropTests {
 
 @Suite("WebSocket dial failures name their step")
 struct WebSocketDialFailureTests {
-    private func failure(_ url: String, options: WebSocketClientOptions = WebSocketClientOptions()) async throws -> WebSocketConnectionError? {
+    private func failure(_ url: String, options: WebSocketClientOptions = WebSocketClientOptions()) async throws -> ConnectionError? {
         let events = try await TestClient.run(url, options: options)
         guard events.count == 1, case .fail(let error) = events[0] else {
             Issue.record("expected exactly one failure: \(events)")

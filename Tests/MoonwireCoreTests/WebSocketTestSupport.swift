@@ -8,10 +8,10 @@ import Testing
 /// What a test client saw, in order.
 enum ClientEvent: Sendable, Equatable {
     case open(subprotocol: String?, compressed: Bool)
-    case message([UInt8], WebSocketMessageKind)
+    case message([UInt8], MessageKind)
     case pong([UInt8])
-    case fail(WebSocketConnectionError)
-    case close(WebSocketCloseInfo)
+    case fail(ConnectionError)
+    case close(CloseInfo)
 
     var text: String? {
         if case .message(let bytes, .text) = self { return String(decoding: bytes, as: UTF8.self) }
@@ -22,7 +22,7 @@ enum ClientEvent: Sendable, Equatable {
 /// Callbacks a test gives its client; they run on the connection's loop.
 struct ClientScript: Sendable {
     var onOpen: @Sendable (ClientConnection, WebSocketOpenInfo) -> Void = { _, _ in }
-    var onMessage: @Sendable (ClientConnection, ByteBuffer, WebSocketMessageKind) -> Void = { _, _, _ in }
+    var onMessage: @Sendable (ClientConnection, ByteBuffer, MessageKind) -> Void = { _, _, _ in }
 }
 
 /// Records every delegate call and finishes when the connection is over.
@@ -41,7 +41,7 @@ final class RecordingDelegate: ClientConnectionDelegate {
         self.script.onOpen(c, info)
     }
 
-    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         self.events.append(.message(Array(message.readableBytesView), kind))
         self.script.onMessage(c, message, kind)
     }
@@ -50,12 +50,12 @@ final class RecordingDelegate: ClientConnectionDelegate {
         self.events.append(.pong(Array(payload.readableBytesView)))
     }
 
-    func connection(_ c: ClientConnection, didFail error: WebSocketConnectionError) {
+    func connection(_ c: ClientConnection, didFail error: ConnectionError) {
         self.events.append(.fail(error))
         if c.state == .closed { self.done.succeed(self.events) }
     }
 
-    func connection(_ c: ClientConnection, didClose info: WebSocketCloseInfo) {
+    func connection(_ c: ClientConnection, didClose info: CloseInfo) {
         self.events.append(.close(info))
         // Let stray late events (there must be none) show up before the test looks.
         c.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { self.done.succeed(self.events) }

@@ -50,10 +50,10 @@ struct WebSocketUnitTests {
     @Test("close codes allowed on the wire")
     func closeCodes() {
         for code: UInt16 in [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 3000, 3999, 4000, 4999] {
-            #expect(WebSocketCloseCode.isValidOnWire(code), "\(code)")
+            #expect(CloseCode.isValidOnWire(code), "\(code)")
         }
         for code: UInt16 in [0, 999, 1004, 1005, 1006, 1015, 1016, 1100, 2000, 2999, 5000, 65535] {
-            #expect(!WebSocketCloseCode.isValidOnWire(code), "\(code)")
+            #expect(!CloseCode.isValidOnWire(code), "\(code)")
         }
     }
 
@@ -80,7 +80,7 @@ struct WebSocketUnitTests {
         var m = WebSocketCloseStateMachine()
         #expect(m.closeRequested(code: 1000, reason: "bye") == .sendClose(code: 1000, reason: "bye"))
         #expect(m.closeRequested(code: 1000, reason: "again") == .none)
-        #expect(m.peerClosed(code: 1000, reason: "ok") == .report(WebSocketCloseInfo(code: 1000, reason: "ok", clean: true, initiator: .local)))
+        #expect(m.peerClosed(code: 1000, reason: "ok") == .report(CloseInfo(code: 1000, reason: "ok", clean: true, initiator: .local)))
         #expect(m.transportClosed() == nil)
         #expect(m.closeTimedOut() == .none)
     }
@@ -88,11 +88,11 @@ struct WebSocketUnitTests {
     @Test("close handshake the peer starts: echo its code")
     func closePeer() {
         var m = WebSocketCloseStateMachine()
-        let info = WebSocketCloseInfo(code: 4001, reason: "go", clean: true, initiator: .peer)
+        let info = CloseInfo(code: 4001, reason: "go", clean: true, initiator: .peer)
         #expect(m.peerClosed(code: 4001, reason: "go") == .echoClose(code: 4001, reason: "go", info: info))
         #expect(m.transportClosed() == nil)
         var empty = WebSocketCloseStateMachine()
-        let noStatus = WebSocketCloseInfo(code: 1005, reason: "", clean: true, initiator: .peer)
+        let noStatus = CloseInfo(code: 1005, reason: "", clean: true, initiator: .peer)
         #expect(empty.peerClosed(code: nil, reason: "") == .echoClose(code: nil, reason: "", info: noStatus))
     }
 
@@ -100,7 +100,7 @@ struct WebSocketUnitTests {
     func closeTimeout() {
         var m = WebSocketCloseStateMachine()
         _ = m.closeRequested(code: 1000, reason: "")
-        #expect(m.closeTimedOut() == .drop(WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .local)))
+        #expect(m.closeTimedOut() == .drop(CloseInfo(code: 1006, reason: "", clean: false, initiator: .local)))
         #expect(m.transportClosed() == nil)
     }
 
@@ -109,7 +109,7 @@ struct WebSocketUnitTests {
         var m = WebSocketCloseStateMachine()
         let v = WebSocketProtocolViolation.protocolError("masked frame from server")
         #expect(m.protocolViolation(v) == .sendClose(code: 1002, reason: "masked frame from server"))
-        let info = WebSocketCloseInfo(code: 1002, reason: "masked frame from server", clean: false, initiator: .local)
+        let info = CloseInfo(code: 1002, reason: "masked frame from server", clean: false, initiator: .local)
         #expect(m.transportClosed() == info)
         #expect(m.transportClosed() == nil)
         #expect(m.protocolViolation(v) == .none)
@@ -118,7 +118,7 @@ struct WebSocketUnitTests {
     @Test("transport lost while open: 1006 by network")
     func closeNetwork() {
         var m = WebSocketCloseStateMachine()
-        #expect(m.transportClosed() == WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .network))
+        #expect(m.transportClosed() == CloseInfo(code: 1006, reason: "", clean: false, initiator: .network))
     }
 
     // MARK: Frame parser
@@ -338,18 +338,18 @@ struct WebSocketUnitTests {
         ]
     )
     func deflateRefuse(response: String) {
-        #expect(throws: WebSocketConnectionError.self) { _ = try PerMessageDeflateOffer().accept([response]) }
+        #expect(throws: ConnectionError.self) { _ = try PerMessageDeflateOffer().accept([response]) }
     }
 
     @Test("deflate negotiation: client_max_window_bits only if offered, within the offer")
     func deflateClientWindow() {
         let none = PerMessageDeflateOffer(clientMaxWindowBits: nil)
-        #expect(throws: WebSocketConnectionError.self) { _ = try none.accept(["permessage-deflate; client_max_window_bits=10"]) }
+        #expect(throws: ConnectionError.self) { _ = try none.accept(["permessage-deflate; client_max_window_bits=10"]) }
         let limited = PerMessageDeflateOffer(serverNoContextTakeover: true, serverMaxWindowBits: 10, clientMaxWindowBits: 12)
         #expect(limited.headerValue == "permessage-deflate; server_no_context_takeover; server_max_window_bits=10; client_max_window_bits=12")
-        #expect(throws: WebSocketConnectionError.self) { _ = try limited.accept(["permessage-deflate; server_no_context_takeover; client_max_window_bits=13"]) }
-        #expect(throws: WebSocketConnectionError.self) { _ = try limited.accept(["permessage-deflate; server_no_context_takeover; server_max_window_bits=11"]) }
-        #expect(throws: WebSocketConnectionError.self) { _ = try limited.accept(["permessage-deflate"]) }  // ignored server_no_context_takeover
+        #expect(throws: ConnectionError.self) { _ = try limited.accept(["permessage-deflate; server_no_context_takeover; client_max_window_bits=13"]) }
+        #expect(throws: ConnectionError.self) { _ = try limited.accept(["permessage-deflate; server_no_context_takeover; server_max_window_bits=11"]) }
+        #expect(throws: ConnectionError.self) { _ = try limited.accept(["permessage-deflate"]) }  // ignored server_no_context_takeover
     }
 
     // MARK: URLs, masking, digests

@@ -67,7 +67,7 @@ public final class ClientConnection {
     /// The current state.
     public private(set) var state: State = .idle
     /// Message and byte counters since the object was created, across re-dials.
-    public private(set) var stats = TransportStats()
+    public private(set) var stats = ConnectionStats()
 
     private var target: Target
     /// Identifies the current dial; callbacks from an earlier dial's channel are ignored.
@@ -150,18 +150,18 @@ public final class ClientConnection {
     /// once; the outcome arrives as `connectionDidOpen` or `didFail`. Throws if a dial is
     /// under way, the connection is open, the URL is of the other kind, or the framing
     /// options are invalid.
-    public func connect(to url: TransportURL? = nil) throws(WebSocketUsageError) {
+    public func connect(to url: TransportURL? = nil) throws(UsageError) {
         self.eventLoop.preconditionInEventLoop()
         let target: Target
         switch (self.target, url) {
         case (_, nil): target = self.target
         case (.webSocket(_, let options), .webSocket(let url)?): target = .webSocket(url, options)
         case (.tcp(_, let options), .tcp(let url)?): target = .tcp(url, options)
-        case (.webSocket, .tcp(let url)?): throw WebSocketUsageError("a WebSocket connection cannot dial \(url)")
-        case (.tcp, .webSocket(let url)?): throw WebSocketUsageError("a TCP connection cannot dial \(url)")
+        case (.webSocket, .tcp(let url)?): throw UsageError("a WebSocket connection cannot dial \(url)")
+        case (.tcp, .webSocket(let url)?): throw UsageError("a TCP connection cannot dial \(url)")
         }
         guard self.state == .idle || self.state == .closed else {
-            throw WebSocketUsageError("cannot connect: the connection is \(self.state.rawValue)")
+            throw UsageError("cannot connect: the connection is \(self.state.rawValue)")
         }
         if case .tcp(_, let options) = target { try options.framing.validate() }
         self.target = target
@@ -224,7 +224,7 @@ public final class ClientConnection {
 
     private func adopt(_ channel: Channel, generation: Int) throws {
         guard generation == self.generation, self.state == .connecting else {
-            throw WebSocketUsageError("dial superseded")
+            throw UsageError("dial superseded")
         }
         self.channel = channel
     }
@@ -233,7 +233,7 @@ public final class ClientConnection {
     /// then the WebSocket upgrade or the framing.
     private func configure(_ channel: Channel, generation: Int) throws {
         guard generation == self.generation, self.state == .connecting else {
-            throw WebSocketUsageError("dial superseded")
+            throw UsageError("dial superseded")
         }
         let pipeline = channel.pipeline.syncOperations
         let endpoint = self.endpoint
@@ -281,7 +281,7 @@ public final class ClientConnection {
             protocols: options.protocols,
             deflateOffer: options.compress ? options.deflate : nil,
             onUpgrade: { [weak self] context, response, negotiation in
-                guard let self else { throw WebSocketUsageError("connection released") }
+                guard let self else { throw UsageError("connection released") }
                 try self.upgraded(context: context, response: response, negotiation: negotiation, options: options, generation: generation)
             }
         )
@@ -320,13 +320,13 @@ public final class ClientConnection {
         generation: Int
     ) throws {
         guard generation == self.generation, self.state == .connecting else {
-            throw WebSocketUsageError("dial superseded")
+            throw UsageError("dial superseded")
         }
         let deflate: PerMessageDeflate?
         do {
             deflate = try negotiation.deflate.map { try PerMessageDeflate(parameters: $0) }
         } catch {
-            throw WebSocketConnectionError.handshake("cannot set up compression: \(error)")
+            throw ConnectionError.handshake("cannot set up compression: \(error)")
         }
         let handler = WebSocketHandler(
             role: .client, owner: self, maxMessage: options.maxMessage, deflate: deflate,
@@ -356,7 +356,7 @@ public final class ClientConnection {
         self.delegate?.connectionDidOpen(self, info: info)
     }
 
-    private func dialFailed(_ generation: Int, _ error: WebSocketConnectionError) {
+    private func dialFailed(_ generation: Int, _ error: ConnectionError) {
         guard generation == self.generation, self.state == .connecting else { return }
         self.endDial()
         self.delegate?.connection(self, didFail: error)
@@ -382,7 +382,7 @@ public final class ClientConnection {
 
     /// Names the step a dial failed in. The upgrader words the WebSocket upgrade's own
     /// failures; the rest (DNS, connect, TLS, pins, timeout) read the same for both kinds.
-    private func classify(_ error: Error) -> WebSocketConnectionError {
+    private func classify(_ error: Error) -> ConnectionError {
         let endpoint = self.endpoint
         if case .webSocket = self.target, self.pinVerifier?.mismatch == nil,
             let failure = WebSocketClientUpgrader.handshakeFailure(error, rejection: self.upgrader?.rejection) {
@@ -400,7 +400,7 @@ public final class ClientConnection {
     /// Sends a whole message (TCP: framed by the connection's framing; `kind` is ignored).
     /// Throws when the connection is not open or the framing cannot carry the message
     /// (wrong fixed size, delimiter inside); the caller decides whether to queue.
-    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+    public func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.send(data, kind: kind)
         case .tcp(let handler)?: try handler.send(data)
@@ -412,7 +412,7 @@ public final class ClientConnection {
     /// Sends a whole message from bytes valid only for the duration of the call (a Lua
     /// string's): a WebSocket frames them without first copying them into a buffer of
     /// their own; TCP's framing encodes from a copy.
-    public func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.send(bytes: bytes, kind: kind)
         case .tcp(let handler)?: try handler.send(ByteBuffer(bytes: bytes))
@@ -425,7 +425,7 @@ public final class ClientConnection {
     /// the connection can make one that any later connection can carry as it is (an
     /// uncompressed, unfragmented, masked WebSocket frame); nil otherwise (TCP: the
     /// message waits as a copy of its payload).
-    public func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? {
+    public func frame(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> ByteBuffer? {
         guard case .webSocket(let handler)? = self.link else { return nil }
         return handler.frame(bytes: bytes, kind: kind)
     }
@@ -433,17 +433,17 @@ public final class ClientConnection {
     /// Adds one more frame, made now from bytes valid only for the call, at the end of
     /// `frames` (made by ``frame(bytes:kind:)``), when both are small enough to wait in one
     /// buffer; false when it does not.
-    public func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool {
+    public func appendFrame(bytes: UnsafeRawBufferPointer, kind: MessageKind, to frames: inout ByteBuffer) -> Bool {
         guard case .webSocket(let handler)? = self.link else { return false }
         return handler.appendFrame(bytes: bytes, kind: kind, to: &frames)
     }
 
     /// Writes frames made by ``frame(bytes:kind:)`` (and ``appendFrame(bytes:kind:to:)``):
     /// `messages` messages of `payloadSize` payload bytes in all. Throws when not open.
-    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int) throws(WebSocketUsageError) {
+    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.sendFrame(frame)
-        case .tcp?: throw WebSocketUsageError("this transport sends no prepared frames")
+        case .tcp?: throw UsageError("this transport sends no prepared frames")
         case nil: throw Self.notOpen
         }
         self.stats.countSent(bytes: payloadSize, messages: messages)
@@ -451,23 +451,23 @@ public final class ClientConnection {
 
     /// Sends one fragment of a WebSocket message built piece by piece; the message ends
     /// with the fragment whose `isFinal` is true. Other messages cannot be sent in between.
-    public func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
+    public func sendFragment(_ data: ByteBuffer, kind: MessageKind, isFinal: Bool) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.sendFragment(data, kind: kind, isFinal: isFinal)
-        case .tcp?: throw WebSocketUsageError("TCP has no fragmented messages")
+        case .tcp?: throw UsageError("TCP has no fragmented messages")
         case nil: throw Self.notOpen
         }
         self.stats.countSent(bytes: data.readableBytes, messages: isFinal ? 1 : 0)
     }
 
     /// Sends a WebSocket ping now (at most 125 bytes of payload); throws for TCP.
-    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(WebSocketUsageError) {
-        guard case .webSocket = self.target else { throw WebSocketUsageError("TCP has no ping; use a heartbeat message") }
+    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
+        guard case .webSocket = self.target else { throw UsageError("TCP has no ping; use a heartbeat message") }
         guard case .webSocket(let handler)? = self.link else { throw Self.notOpen }
         try handler.ping(payload)
     }
 
-    private static let notOpen = WebSocketUsageError("connection is not open")
+    private static let notOpen = UsageError("connection is not open")
 
     /// Ends the connection in order. WebSocket: the close handshake; `code` must be one a
     /// close frame may carry (1000, 3000–4999, ...) and `reason` at most 123 bytes of UTF-8.
@@ -475,14 +475,14 @@ public final class ClientConnection {
     /// `reason`, which do not go on the wire. Closing a connection that is still dialling
     /// abandons the dial (no event follows); closing one that is closing or closed does
     /// nothing.
-    public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
+    public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) {
         self.eventLoop.assertInEventLoop()
         var frame: WebSocketClose?
         if case .webSocket = self.target {
             do {
                 frame = try WebSocketClose(code: Int(code), reason: reason)
             } catch {
-                throw WebSocketUsageError(error)
+                throw UsageError(error)
             }
         }
         switch self.state {
@@ -521,26 +521,26 @@ public final class ClientConnection {
     // MARK: Events from the channel handlers
 
     /// A whole message from the peer.
-    private func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+    private func received(_ message: ByteBuffer, kind: MessageKind) {
         self.stats.countReceived(bytes: message.readableBytes)
         self.delegate?.connection(self, didReceive: message, kind: kind)
     }
 
     /// The peer broke the protocol or the framing; the close report follows.
-    private func failed(_ error: WebSocketConnectionError) {
+    private func failed(_ error: ConnectionError) {
         self.state = .closing
         self.delegate?.connection(self, didFail: error)
     }
 
     /// The open connection ended.
-    private func closed(_ info: WebSocketCloseInfo) {
+    private func closed(_ info: CloseInfo) {
         self.state = .closed
         self.link = nil
         self.channel = nil
         self.delegate?.connection(self, didClose: info)
     }
 
-    func handlerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         self.received(message, kind: kind)
     }
 
@@ -548,11 +548,11 @@ public final class ClientConnection {
         self.delegate?.connection(self, didReceivePong: payload)
     }
 
-    func handlerFailed(_ error: WebSocketConnectionError) {
+    func handlerFailed(_ error: ConnectionError) {
         self.failed(error)
     }
 
-    func handlerClosed(_ info: WebSocketCloseInfo) {
+    func handlerClosed(_ info: CloseInfo) {
         self.closed(info)
     }
 }
@@ -571,15 +571,8 @@ extension ClientConnection: FramedChannelOwner {
         self.failed(error.connectionError)
     }
 
-    func framedChannelClosed(_ info: WebSocketCloseInfo) {
+    func framedChannelClosed(_ info: CloseInfo) {
         guard self.state == .open || self.state == .closing else { return }
         self.closed(info)
     }
 }
-
-/// The client connection's name where only WebSocket is meant (the client channel
-/// handler's owner).
-public typealias WebSocketConnection = ClientConnection
-
-/// The states of a client connection, WebSocket or TCP.
-public typealias TransportState = ClientConnection.State

@@ -11,11 +11,11 @@ import NIOCore
 /// ```swift
 /// final class Echo: ClientConnectionDelegate {
 ///     func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) {}
-///     func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+///     func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
 ///         try? c.send(message, kind: kind)
 ///     }
-///     func connection(_ c: ClientConnection, didFail error: WebSocketConnectionError) { print(error) }
-///     func connection(_ c: ClientConnection, didClose info: WebSocketCloseInfo) { print(info) }
+///     func connection(_ c: ClientConnection, didFail error: ConnectionError) { print(error) }
+///     func connection(_ c: ClientConnection, didClose info: CloseInfo) { print(info) }
 /// }
 /// ```
 public protocol ClientConnectionDelegate: AnyObject {
@@ -25,13 +25,13 @@ public protocol ClientConnectionDelegate: AnyObject {
     /// A complete, validated data message (TCP: as cut by the framing; kind is always
     /// binary). `message` may share storage with the read buffer: copy what must outlive
     /// the call if that matters for memory.
-    func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
+    func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind)
     /// A WebSocket pong arrived (pings are answered automatically).
     func connection(_ connection: ClientConnection, didReceivePong payload: ByteBuffer)
     /// Dialling failed, or the peer broke the protocol or the framing (`error.step == .protocol`).
-    func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError)
+    func connection(_ connection: ClientConnection, didFail error: ConnectionError)
     /// An open connection ended.
-    func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo)
+    func connection(_ connection: ClientConnection, didClose info: CloseInfo)
 }
 
 extension ClientConnectionDelegate {

@@ -8,18 +8,18 @@ public protocol ManagedConnectionDelegate: AnyObject {
     /// Opened (first time or after a reconnect). Queued messages are flushed right
     /// after this returns, so what the delegate sends here goes first.
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo)
-    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
-    func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError)
+    func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind)
+    func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError)
     func managedConnection(_ connection: ManagedConnection, didClose report: ConnectionLifecycle.CloseReport)
     /// A WebSocket pong arrived (answering a heartbeat's ping or one sent with `ping`).
     func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer)
     /// Before retry `attempt` after `delay`: the script's `on_reconnect` may stop it or change it.
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision
     /// An application-level heartbeat is due: the message to send, and its kind.
-    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)?
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, MessageKind)?
     /// With a heartbeat `reply`: does this message answer the heartbeat? A reply is
     /// consumed: it is not passed on to ``managedConnection(_:didReceive:kind:)``.
-    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool
+    func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: MessageKind) -> Bool
     /// `buffered` fell back under half the byte budget after the budget was reached (`on_drain`).
     func managedConnectionDidDrain(_ connection: ManagedConnection)
     /// The outbound budget turned a message away for the first time on this connection.
@@ -30,8 +30,8 @@ extension ManagedConnectionDelegate {
     public func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
         ManagedConnection.RetryDecision()
     }
-    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, WebSocketMessageKind)? { nil }
-    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: WebSocketMessageKind) -> Bool {
+    public func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, MessageKind)? { nil }
+    public func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: MessageKind) -> Bool {
         false
     }
     public func managedConnection(_ connection: ManagedConnection, didReceivePong payload: ByteBuffer) {}
@@ -208,7 +208,7 @@ public final class ManagedConnection {
     /// Sends now if the socket can take it; else queues within the budget (also while the
     /// transport is down, or on its way down after a protocol violation: a reconnect may
     /// follow).
-    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+    public func send(_ data: ByteBuffer, kind: MessageKind) -> SendResult {
         guard lifecycle.sendRoute != .refuse else { return .closed }
         return offer(data, kind: kind, direct: openingHandlers && !holding)
     }
@@ -216,18 +216,18 @@ public final class ManagedConnection {
     /// ``send(_:kind:)`` from bytes valid only for the call (a Lua string's): framed
     /// straight from them when the socket can take the message now, so the payload is
     /// copied once, into the frame.
-    public func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> SendResult {
+    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> SendResult {
         guard lifecycle.sendRoute != .refuse else { return .closed }
         return offer(bytes: bytes, kind: kind, direct: openingHandlers && !holding)
     }
 
     /// ``sendNow(_:kind:)`` from bytes valid only for the call.
-    public func sendNow(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> SendResult {
+    public func sendNow(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> SendResult {
         guard lifecycle.sendRoute == .send else { return .closed }
         return offer(bytes: bytes, kind: kind, direct: true)
     }
 
-    private func offer(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, direct: Bool) -> SendResult {
+    private func offer(bytes: UnsafeRawBufferPointer, kind: MessageKind, direct: Bool) -> SendResult {
         // Recording and trace logging keep the message: they take the buffered path.
         if recorder != nil || tracing {
             return offer(ByteBuffer(bytes: bytes), kind: kind, direct: direct)
@@ -237,7 +237,7 @@ public final class ManagedConnection {
     }
 
     /// Hands a message to the outbound budget: written now, queued, or refused.
-    private func offer(_ data: ByteBuffer, kind: WebSocketMessageKind, direct: Bool) -> SendResult {
+    private func offer(_ data: ByteBuffer, kind: MessageKind, direct: Bool) -> SendResult {
         lastRefusal = nil
         let offer = outbound.offer(OutboundMessage(data, kind: kind), direct: direct)
         switch offer {
@@ -283,7 +283,7 @@ public final class ManagedConnection {
 
     /// `c:send_now`: past the queue while it is held for `ready = "manual"` (the
     /// application's handshake); like ``send(_:kind:)`` otherwise, but never queued.
-    public func sendNow(_ data: ByteBuffer, kind: WebSocketMessageKind) -> SendResult {
+    public func sendNow(_ data: ByteBuffer, kind: MessageKind) -> SendResult {
         guard lifecycle.sendRoute == .send else { return .closed }
         return offer(data, kind: kind, direct: true)
     }
@@ -305,7 +305,7 @@ public final class ManagedConnection {
     /// Answers a peer's probe (`auto_reply`): goes out at once, past a queue held for
     /// ``ready()``, counted in ``Stats/autoReplies``. Like the probe, not recorded: both
     /// come at the peer's pace, which a replay cannot keep. Nothing when not open.
-    public func answerProbe(_ reply: ByteBuffer, kind: WebSocketMessageKind) {
+    public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard lifecycle.sendRoute == .send else { return }
         autoReplies += 1
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
@@ -366,7 +366,7 @@ public final class ManagedConnection {
                 try socket.connect(to: nextURL)
                 nextURL = nil
             } catch {
-                drive(lifecycle.failed(WebSocketConnectionError(step: .connect, message: error.description)))
+                drive(lifecycle.failed(ConnectionError(step: .connect, message: error.description)))
             }
         case .abortDial:
             ignoringSocket = true
@@ -472,7 +472,7 @@ extension ManagedConnection: ClientConnectionDelegate {
         drive(lifecycle.opened())
     }
 
-    public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
             delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
@@ -495,12 +495,12 @@ extension ManagedConnection: ClientConnectionDelegate {
         delegate?.managedConnection(self, didReceivePong: payload)
     }
 
-    public func connection(_ connection: ClientConnection, didFail error: WebSocketConnectionError) {
+    public func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
         guard !ignoringSocket else { return }
         drive(lifecycle.failed(error))
     }
 
-    public func connection(_ connection: ClientConnection, didClose info: WebSocketCloseInfo) {
+    public func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
         outbound.detach()
         openingHandlers = false
         guard !ignoringSocket else { return }
@@ -512,33 +512,33 @@ extension ManagedConnection: ClientConnectionDelegate {
 extension ManagedConnection: OutboundWriter {
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
         if message.framed {
-            return write { () throws(WebSocketUsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize, messages: message.count) }
+            return write { () throws(UsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize, messages: message.count) }
         }
-        return write { () throws(WebSocketUsageError) in try socket.send(message.data, kind: message.kind) }
+        return write { () throws(UsageError) in try socket.send(message.data, kind: message.kind) }
     }
 
     /// A message that has to wait: framed now (its only copy) when the socket can make a
     /// frame that stays valid after a reconnect, else a copy of the payload.
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage {
         guard let frame = socket.frame(bytes: bytes, kind: kind) else { return OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
         return OutboundMessage(frame: frame, kind: kind, payloadSize: bytes.count)
     }
 
     /// One more small message waiting in the frames of the ones before it.
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool {
         guard message.framed, socket.appendFrame(bytes: bytes, kind: kind, to: &message.data) else { return false }
         message.payloadSize += bytes.count
         message.count += 1
         return true
     }
 
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
-        write { () throws(WebSocketUsageError) in try socket.send(bytes: bytes, kind: kind) }
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome {
+        write { () throws(UsageError) in try socket.send(bytes: bytes, kind: kind) }
     }
 
     /// The connection's handler is the one that knows whether it can send: it is asked,
     /// and only a refusal looks at why.
-    private func write(_ send: () throws(WebSocketUsageError) -> Void) -> OutboundBuffer.WriteOutcome {
+    private func write(_ send: () throws(UsageError) -> Void) -> OutboundBuffer.WriteOutcome {
         do {
             try send()
         } catch where socket.state == .open {

@@ -22,7 +22,7 @@ public struct MessageEncoder: Sendable {
 
     /// The bytes to write for `message`: one buffer, so a broadcast can write the same one
     /// to every peer.
-    public func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(WebSocketUsageError) -> ByteBuffer {
+    public func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator = ByteBufferAllocator()) throws(UsageError) -> ByteBuffer {
         switch self.framing {
         case .line:
             return try Self.terminate(message, with: [UInt8(ascii: "\n")], name: "line framing", allocator: allocator)
@@ -30,7 +30,7 @@ public struct MessageEncoder: Sendable {
             return try Self.terminate(message, with: delimiter, name: "delimiter framing", allocator: allocator)
         case .fixed(let size):
             guard message.readableBytes == size else {
-                throw WebSocketUsageError("fixed framing sends exactly \(size) bytes, got \(message.readableBytes)")
+                throw UsageError("fixed framing sends exactly \(size) bytes, got \(message.readableBytes)")
             }
             return message
         case .length(let prefix):
@@ -40,10 +40,10 @@ public struct MessageEncoder: Sendable {
         }
     }
 
-    private static func terminate(_ message: ByteBuffer, with terminator: [UInt8], name: String, allocator: ByteBufferAllocator) throws(WebSocketUsageError) -> ByteBuffer {
+    private static func terminate(_ message: ByteBuffer, with terminator: [UInt8], name: String, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
         if message.readableBytesView.firstRange(of: terminator) != nil {
             let shown = String(decoding: terminator, as: UTF8.self).debugDescription
-            throw WebSocketUsageError("\(name): the message contains the delimiter \(shown); it would arrive as two messages")
+            throw UsageError("\(name): the message contains the delimiter \(shown); it would arrive as two messages")
         }
         var out = allocator.buffer(capacity: message.readableBytes + terminator.count)
         out.writeImmutableBuffer(message)
@@ -51,10 +51,10 @@ public struct MessageEncoder: Sendable {
         return out
     }
 
-    private static func prefixed(_ message: ByteBuffer, prefix: LengthPrefix, allocator: ByteBufferAllocator) throws(WebSocketUsageError) -> ByteBuffer {
+    private static func prefixed(_ message: ByteBuffer, prefix: LengthPrefix, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
         let value = message.readableBytes - prefix.adjust
         guard value >= 0, UInt64(value) <= prefix.headerLimit else {
-            throw WebSocketUsageError("a \(message.readableBytes)-byte message does not fit a \(prefix.bytes)-byte length header (adjust \(prefix.adjust))")
+            throw UsageError("a \(message.readableBytes)-byte message does not fit a \(prefix.bytes)-byte length header (adjust \(prefix.adjust))")
         }
         let endianness: Endianness = prefix.endian == .big ? .big : .little
         var out = allocator.buffer(capacity: prefix.bytes + message.readableBytes)

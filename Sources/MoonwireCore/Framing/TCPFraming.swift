@@ -54,15 +54,15 @@ public enum TCPFraming: Sendable, Hashable, CustomStringConvertible {
 
     /// Checks the parameters, so a bad option is reported when the connection is made and
     /// not when the first message arrives.
-    public func validate() throws(WebSocketUsageError) {
+    public func validate() throws(UsageError) {
         switch self {
         case .line(let max), .delimiter(_, let max):
-            guard max > 0 else { throw WebSocketUsageError("framing max must be positive") }
+            guard max > 0 else { throw UsageError("framing max must be positive") }
             if case .delimiter(let bytes, _) = self, bytes.isEmpty {
-                throw WebSocketUsageError("framing delimiter must not be empty")
+                throw UsageError("framing delimiter must not be empty")
             }
         case .fixed(let size):
-            guard size > 0 else { throw WebSocketUsageError("fixed framing needs a positive size, got \(size)") }
+            guard size > 0 else { throw UsageError("fixed framing needs a positive size, got \(size)") }
         case .length(let prefix):
             try prefix.validate()
         case .raw, .custom:

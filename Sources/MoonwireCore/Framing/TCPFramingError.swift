@@ -16,7 +16,7 @@ public struct TCPFramingError: Error, Sendable, Hashable, CustomStringConvertibl
     public var closeCode: UInt16
 
     /// Creates an error; 1002 unless told otherwise.
-    public init(_ message: String, closeCode: UInt16 = WebSocketCloseCode.protocolError) {
+    public init(_ message: String, closeCode: UInt16 = CloseCode.protocolError) {
         self.message = message
         self.closeCode = closeCode
     }
@@ -25,11 +25,11 @@ public struct TCPFramingError: Error, Sendable, Hashable, CustomStringConvertibl
     public var description: String { self.message }
 
     /// How the connection reports it: a `protocol` failure naming the close code.
-    var connectionError: WebSocketConnectionError {
-        WebSocketConnectionError(step: .protocol, message: "\(self.message) (closed with \(self.closeCode))", closeCode: self.closeCode)
+    var connectionError: ConnectionError {
+        ConnectionError(step: .protocol, message: "\(self.message) (closed with \(self.closeCode))", closeCode: self.closeCode)
     }
 
     static func tooBig(_ what: String, max: Int) -> TCPFramingError {
-        TCPFramingError("\(what), above max \(max)", closeCode: WebSocketCloseCode.messageTooBig)
+        TCPFramingError("\(what), above max \(max)", closeCode: CloseCode.messageTooBig)
     }
 }

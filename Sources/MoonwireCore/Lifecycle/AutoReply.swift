@@ -38,7 +38,7 @@ public struct AutoReply: Sendable {
 
     /// The answer to `message` when a rule matches it, with its kind: the probe's kind,
     /// binary when the reply is not valid UTF-8.
-    public func answer(to message: ByteBuffer, kind: WebSocketMessageKind) -> (ByteBuffer, WebSocketMessageKind)? {
+    public func answer(to message: ByteBuffer, kind: MessageKind) -> (ByteBuffer, MessageKind)? {
         let count = message.readableBytes
         guard count <= longest else { return nil }
         return message.withUnsafeReadableBytes { bytes in

@@ -32,7 +32,7 @@ import NIOCore
 /// perform(life.start())                       // [.dial(attempt: 0)]
 /// perform(life.opened())                      // [.startHeartbeat, .notifyOpen(reconnects: 0)]
 /// perform(life.afterHandlers())               // [.flushQueue]
-/// perform(life.closed(WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .network)))
+/// perform(life.closed(CloseInfo(code: 1006, reason: "", clean: false, initiator: .network)))
 ///                                             // [.stopHeartbeat, .reportClose(… willReconnect: true)]
 /// perform(life.afterHandlers())               // [.askReconnectHook(attempt: 1, delay: ~1 s)]
 /// perform(life.reconnectHookAnswered(.proceed))   // [.startRetryTimer(delay: ~1 s)]
@@ -53,12 +53,12 @@ public struct ConnectionLifecycle {
         /// True when close frames went both ways.
         public var clean: Bool
         /// Who ended the connection.
-        public var by: WebSocketCloseInfo.Initiator
+        public var by: CloseInfo.Initiator
         /// Whether another dial will follow.
         public var willReconnect: Bool
 
         /// Creates a report.
-        public init(code: UInt16, reason: String, clean: Bool, by: WebSocketCloseInfo.Initiator, willReconnect: Bool) {
+        public init(code: UInt16, reason: String, clean: Bool, by: CloseInfo.Initiator, willReconnect: Bool) {
             self.code = code
             self.reason = reason
             self.clean = clean
@@ -119,7 +119,7 @@ public struct ConnectionLifecycle {
         /// through ``ConnectionLifecycle/closed(_:)``.
         case dropConnection
         /// Run the `on_error` handlers.
-        case reportError(WebSocketConnectionError)
+        case reportError(ConnectionError)
         /// Run the `on_close` handlers.
         case reportClose(CloseReport)
         /// Ask the `on_reconnect` hook about this attempt, then pass its answer to
@@ -248,7 +248,7 @@ public struct ConnectionLifecycle {
 
     /// A dial failed, or an open connection reported an error (a protocol violation by
     /// the peer, followed by ``closed(_:)``).
-    public mutating func failed(_ error: WebSocketConnectionError) -> [Action] {
+    public mutating func failed(_ error: ConnectionError) -> [Action] {
         switch self.phase {
         case .dialing:
             return self.lost(Self.report(for: error), error: error, retryForbidden: self.forbidsRetry(error))
@@ -261,7 +261,7 @@ public struct ConnectionLifecycle {
     }
 
     /// A connection that had opened ended (the transport's single close report).
-    public mutating func closed(_ info: WebSocketCloseInfo) -> [Action] {
+    public mutating func closed(_ info: CloseInfo) -> [Action] {
         switch self.phase {
         case .open:
             let report = CloseReport(code: info.code, reason: info.reason, clean: info.clean, by: info.initiator, willReconnect: false)
@@ -270,7 +270,7 @@ public struct ConnectionLifecycle {
             var report = CloseReport(code: info.code, reason: info.reason, clean: info.clean, by: info.initiator, willReconnect: false)
             if closing.heartbeatDead {
                 report = CloseReport(
-                    code: WebSocketCloseCode.abnormal, reason: "heartbeat timeout", clean: false, by: .network, willReconnect: false
+                    code: CloseCode.abnormal, reason: "heartbeat timeout", clean: false, by: .network, willReconnect: false
                 )
             }
             switch closing.then {
@@ -294,7 +294,7 @@ public struct ConnectionLifecycle {
 
     /// The script called `c:close(code, reason)`: close for good, dropping the queue.
     public mutating func closeRequested(code: UInt16, reason: String) -> [Action] {
-        let final = CloseReport(code: WebSocketCloseCode.abnormal, reason: "", clean: false, by: .local, willReconnect: false)
+        let final = CloseReport(code: CloseCode.abnormal, reason: "", clean: false, by: .local, willReconnect: false)
         switch self.phase {
         case .idle:
             self.phase = .closed
@@ -328,7 +328,7 @@ public struct ConnectionLifecycle {
             return []
         case .open:
             self.phase = .closing(Closing(heartbeatDead: false, then: .redial))
-            return [.stopHeartbeat, .sendClose(code: WebSocketCloseCode.normal, reason: "reconnect")]
+            return [.stopHeartbeat, .sendClose(code: CloseCode.normal, reason: "reconnect")]
         case .closing(var closing):
             closing.then = .redial
             self.phase = .closing(closing)
@@ -407,7 +407,7 @@ public struct ConnectionLifecycle {
 
     /// After a loss: plan the next attempt, or close for good. `report` describes the
     /// loss; `error` is set when a dial failed (no close to report unless it is final).
-    private mutating func lost(_ report: CloseReport, error: WebSocketConnectionError?, retryForbidden: Bool) -> [Action] {
+    private mutating func lost(_ report: CloseReport, error: ConnectionError?, retryForbidden: Bool) -> [Action] {
         let actions: [Action] = error.map { [.reportError($0)] } ?? []
         guard self.reconnectEnabled, !retryForbidden, let next = self.backoff.next() else {
             return actions + self.giveUp(after: report)
@@ -426,20 +426,20 @@ public struct ConnectionLifecycle {
         return [.dropQueue, .reportClose(final)]
     }
 
-    private func forbidsRetry(_ info: WebSocketCloseInfo) -> Bool {
-        info.initiator == .peer && info.code == WebSocketCloseCode.normal && !self.backoff.policy.onNormalClose
+    private func forbidsRetry(_ info: CloseInfo) -> Bool {
+        info.initiator == .peer && info.code == CloseCode.normal && !self.backoff.policy.onNormalClose
     }
 
-    private func forbidsRetry(_ error: WebSocketConnectionError) -> Bool {
+    private func forbidsRetry(_ error: ConnectionError) -> Bool {
         guard error.step == .handshake, let status = error.httpStatus else { return false }
         return (400..<500).contains(status) && !self.backoff.policy.retryHTTP
     }
 
     /// A failed dial as `on_close` tells it when it is final: no handshake took place,
     /// and the reason is the error, so the script sees why it gave up.
-    private static func report(for error: WebSocketConnectionError) -> CloseReport {
+    private static func report(for error: ConnectionError) -> CloseReport {
         CloseReport(
-            code: WebSocketCloseCode.abnormal,
+            code: CloseCode.abnormal,
             reason: error.description,
             clean: false,
             by: error.step == .handshake ? .peer : .network,

@@ -5,7 +5,7 @@ public struct OutboundMessage {
     /// The payload, or the whole frame when ``framed``.
     public var data: ByteBuffer
     /// Text or binary (TCP ignores it).
-    public var kind: WebSocketMessageKind
+    public var kind: MessageKind
     /// Already encoded for the wire (a broadcast's shared frame): written as is.
     public var framed: Bool
     /// The payload's size, for the message counters (all of them, for several frames).
@@ -15,7 +15,7 @@ public struct OutboundMessage {
     public var count = 1
 
     /// A payload to frame on the way out.
-    public init(_ data: ByteBuffer, kind: WebSocketMessageKind) {
+    public init(_ data: ByteBuffer, kind: MessageKind) {
         self.data = data
         self.kind = kind
         self.framed = false
@@ -23,7 +23,7 @@ public struct OutboundMessage {
     }
 
     /// A frame (or TCP encoding) made once for many peers.
-    public init(frame: ByteBuffer, kind: WebSocketMessageKind, payloadSize: Int) {
+    public init(frame: ByteBuffer, kind: MessageKind, payloadSize: Int) {
         self.data = frame
         self.kind = kind
         self.framed = true
@@ -39,16 +39,16 @@ protocol OutboundWriter: AnyObject {
     /// Hands one message to the transport.
     func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome
     /// Hands one message to the transport from bytes valid only for the call.
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome
     /// The form in which a message from bytes valid only for the call waits in the queue:
     /// its own copy of the payload, or the finished frame when the transport can make one
     /// now that stays valid on a later connection too (the payload's only copy).
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage
     /// Adds a message from bytes valid only for the call to `message`, a frame made by
     /// ``queuedMessage(bytes:kind:)`` still waiting at the end of the queue, as one more
     /// frame after it, so that small messages wait (and later go out) in one buffer.
     /// Returns false when it cannot: the message then waits on its own.
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool
     /// `buffered` fell back under half the byte budget after the budget was reached
     /// (`on_drain`, and what `drain()` waits for).
     func outboundDrained()
@@ -59,17 +59,17 @@ protocol OutboundWriter: AnyObject {
 
 extension OutboundWriter {
     /// Copies the bytes into a buffer of their own and writes that.
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome {
         self.writeOutbound(OutboundMessage(ByteBuffer(bytes: bytes), kind: kind))
     }
 
     /// A copy of the payload.
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundMessage {
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage {
         OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
     }
 
     /// Never: every message waits on its own.
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, into message: inout OutboundMessage) -> Bool {
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool {
         false
     }
 }
@@ -209,7 +209,7 @@ public final class OutboundBuffer {
     /// straight from them when the socket can take the message now; copied into a buffer
     /// of their own only when it has to wait in the queue, or added to the frames of the
     /// small messages waiting last (one buffer for many, as the direct path gathers them).
-    public func offer(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, direct: Bool = false) -> Offer {
+    public func offer(bytes: UnsafeRawBufferPointer, kind: MessageKind, direct: Bool = false) -> Offer {
         self.offer(
             size: bytes.count,
             direct: direct,

@@ -22,7 +22,7 @@ public enum ConnectionLog {
 
     /// One message: direction, kind, length and its first bytes (as text when they are
     /// printable UTF-8, else in hex).
-    public static func message(_ direction: Direction, kind: WebSocketMessageKind, _ data: ByteBuffer) -> String {
+    public static func message(_ direction: Direction, kind: MessageKind, _ data: ByteBuffer) -> String {
         let count = data.readableBytes
         let head = data.readableBytesView.prefix(shownBytes)
         let more = count > shownBytes ? "…" : ""

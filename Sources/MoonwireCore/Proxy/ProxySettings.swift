@@ -119,7 +119,7 @@ public enum ProxyChoice: Sendable, Hashable {
 
     /// The proxy for a dial to `url`. A malformed environment variable is a `connect` error,
     /// so that a connection meant to go through a proxy never goes around it.
-    func resolve(for url: TransportURL) throws(WebSocketConnectionError) -> ProxySettings? {
+    func resolve(for url: TransportURL) throws(ConnectionError) -> ProxySettings? {
         switch self {
         case .direct: return nil
         case .through(let proxy): return proxy
@@ -127,7 +127,7 @@ public enum ProxyChoice: Sendable, Hashable {
             do {
                 return try ProxyEnvironment.current.proxy(for: url)
             } catch {
-                throw WebSocketConnectionError(step: .connect, message: error.description)
+                throw ConnectionError(step: .connect, message: error.description)
             }
         }
     }

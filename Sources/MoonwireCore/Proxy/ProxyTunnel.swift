@@ -115,12 +115,12 @@ final class ProxyTunnel {
         self.promise.fail(self.describe(error))
     }
 
-    private var closedEarly: WebSocketConnectionError {
+    private var closedEarly: ConnectionError {
         self.failure("closed the connection before the tunnel to \(self.target) was open")
     }
 
-    private func failure(_ what: String) -> WebSocketConnectionError {
-        WebSocketConnectionError(step: .connect, message: "\(self.proxy.name) \(what)")
+    private func failure(_ what: String) -> ConnectionError {
+        ConnectionError(step: .connect, message: "\(self.proxy.name) \(what)")
     }
 
     /// A proxy failure in words: who refused what, and why.
@@ -137,7 +137,7 @@ final class ProxyTunnel {
                 return self.failure(words)
             }
             if error == .httpProxyHandshakeTimeout() {
-                return WebSocketConnectionError(step: .timeout, message: "\(self.proxy.name) did not answer CONNECT to \(self.target) in time")
+                return ConnectionError(step: .timeout, message: "\(self.proxy.name) did not answer CONNECT to \(self.target) in time")
             }
             if error == .invalidProxyResponse() {
                 return self.failure("answered CONNECT to \(self.target) with a body")
@@ -151,7 +151,7 @@ final class ProxyTunnel {
             return self.failure("is not a SOCKS5 proxy (it answered with version \(error.actual))")
         case is HTTPParserError:
             return self.failure("is not an HTTP proxy (its answer to CONNECT is not HTTP)")
-        case let error as WebSocketConnectionError:
+        case let error as ConnectionError:
             return error
         default:
             return self.failure("failed opening the tunnel to \(self.target): \(DialError.describe(error))")

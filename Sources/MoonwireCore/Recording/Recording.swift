@@ -17,10 +17,10 @@ public struct RecordedMessage: Equatable {
     /// Seconds since the recording started.
     public var time: Double
     public var outgoing: Bool
-    public var kind: WebSocketMessageKind
+    public var kind: MessageKind
     public var data: [UInt8]
 
-    public init(time: Double, outgoing: Bool, kind: WebSocketMessageKind, data: [UInt8]) {
+    public init(time: Double, outgoing: Bool, kind: MessageKind, data: [UInt8]) {
         self.time = time
         self.outgoing = outgoing
         self.kind = kind

@@ -48,7 +48,7 @@ public final class ReplayClient: ManagedConnectionDelegate {
         }
     }
 
-    public func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    public func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         guard !finished else { return }
         let current = conversation.exchanges[exchange]
         guard reply < current.replies.count else {
@@ -63,7 +63,7 @@ public final class ReplayClient: ManagedConnectionDelegate {
         if reply == current.replies.count { exchangeDone() } else { armTimer() }
     }
 
-    public func managedConnection(_ connection: ManagedConnection, didFail error: WebSocketConnectionError) {
+    public func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {
         finish("connection failed: \(error)")
     }
 

@@ -56,7 +56,7 @@ public final class ReplayServer: MessageServerDelegate {
         }
     }
 
-    public func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    public func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         guard let state = states[peer.id], state.failure == nil else { return }
         let bytes = Array(message.readableBytesView)
         guard state.next < conversation.exchanges.count, let expected = conversation.exchanges[state.next].sent else {
@@ -73,7 +73,7 @@ public final class ReplayServer: MessageServerDelegate {
         play(exchange, after: expected.time, to: peer, state: state, loop: server.eventLoop)
     }
 
-    public func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {
+    public func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
         guard let state = states.removeValue(forKey: peer.id) else { return }
         state.tasks.forEach { $0.cancel() }
         var failure = state.failure

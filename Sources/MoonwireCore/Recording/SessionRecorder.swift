@@ -120,11 +120,11 @@ public final class ConnectionRecorder: @unchecked Sendable {
         session.write(l)
     }
 
-    public func message(_ data: ByteBuffer, kind: WebSocketMessageKind, outgoing: Bool) {
+    public func message(_ data: ByteBuffer, kind: MessageKind, outgoing: Bool) {
         data.withUnsafeReadableBytes { message($0, kind: kind, outgoing: outgoing) }
     }
 
-    func message<Bytes: Collection>(_ bytes: Bytes, kind: WebSocketMessageKind, outgoing: Bool, at time: Double? = nil) where Bytes.Element == UInt8 {
+    func message<Bytes: Collection>(_ bytes: Bytes, kind: MessageKind, outgoing: Bool, at time: Double? = nil) where Bytes.Element == UInt8 {
         var l = line("message", at: time)
         l.add("dir", outgoing ? "out" : "in")
         l.add("kind", kind == .text ? "text" : "binary")

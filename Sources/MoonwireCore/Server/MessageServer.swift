@@ -89,7 +89,7 @@ public final class MessageServer {
                     if !self.isListening { channel.close(promise: nil) }
                 case .failure(let error):
                     self.isListening = false
-                    self.delegate?.server(self, peer: nil, didFail: WebSocketConnectionError(step: .connect, message: "listen: \(error)"))
+                    self.delegate?.server(self, peer: nil, didFail: ConnectionError(step: .connect, message: "listen: \(error)"))
                     self.finishIfClosed()
                 }
             }
@@ -111,7 +111,7 @@ public final class MessageServer {
     /// whose budget cannot take it counts it in its `dropped` and, with
     /// `slowPeer == .close`, is closed with 1008 "too slow".
     @discardableResult
-    public func broadcast(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) -> Int {
+    public func broadcast(_ data: ByteBuffer, kind: MessageKind = .text) throws(UsageError) -> Int {
         let allocator = ByteBufferAllocator()
         let shared: ByteBuffer
         switch self.url.kind {
@@ -156,7 +156,7 @@ public final class MessageServer {
         self.serverChannel?.close(promise: nil)
         for peer in self.peersByID.values.sorted(by: { $0.id < $1.id }) {
             if peer.isConnected {
-                try? peer.close(code: WebSocketCloseCode.goingAway, reason: "server shutting down")
+                try? peer.close(code: CloseCode.goingAway, reason: "server shutting down")
             } else {
                 peer.channel.close(promise: nil)
             }
@@ -231,8 +231,8 @@ public final class MessageServer {
     }
 
     private func incomingFailed(_ error: Error) {
-        let message = (error as? WebSocketConnectionError)?.message ?? DialError.describe(tls: error)
-        self.delegate?.server(self, peer: nil, didFail: WebSocketConnectionError(step: .tls, message: message))
+        let message = (error as? ConnectionError)?.message ?? DialError.describe(tls: error)
+        self.delegate?.server(self, peer: nil, didFail: ConnectionError(step: .tls, message: message))
     }
 
     private func makePeer(_ channel: Channel, path: String) -> ServerPeer {
@@ -294,7 +294,7 @@ public final class MessageServer {
         self.delegate?.server(self, didConnect: peer, request: request)
     }
 
-    func peer(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind) {
+    func peer(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         self.delegate?.server(self, peer: peer, didReceive: message, kind: kind)
     }
 
@@ -306,11 +306,11 @@ public final class MessageServer {
         self.delegate?.server(self, peerReachedBudget: peer)
     }
 
-    func peer(_ peer: ServerPeer, didFail error: WebSocketConnectionError) {
+    func peer(_ peer: ServerPeer, didFail error: ConnectionError) {
         self.delegate?.server(self, peer: peer, didFail: error)
     }
 
-    func peer(_ peer: ServerPeer, didClose info: WebSocketCloseInfo, wasConnected: Bool) {
+    func peer(_ peer: ServerPeer, didClose info: CloseInfo, wasConnected: Bool) {
         self.peersByID[peer.id] = nil
         if wasConnected {
             self.delegate?.server(self, peer: peer, didClose: info)

@@ -8,22 +8,22 @@ import NIOCore
 /// ```swift
 /// final class Echo: MessageServerDelegate {
 ///     func server(_ s: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {}
-///     func server(_ s: MessageServer, peer: ServerPeer, didReceive m: ByteBuffer, kind: WebSocketMessageKind) {
+///     func server(_ s: MessageServer, peer: ServerPeer, didReceive m: ByteBuffer, kind: MessageKind) {
 ///         try? peer.send(m, kind: kind)
 ///     }
-///     func server(_ s: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo) {}
+///     func server(_ s: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {}
 /// }
 /// ```
 public protocol MessageServerDelegate: AnyObject {
     /// A peer connected: the WebSocket handshake (or TLS) is done; it may be sent to now.
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest)
     /// A whole message from a peer (TCP: as cut by the framing, kind binary).
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: WebSocketMessageKind)
+    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind)
     /// A peer's connection ended: its close code and reason (1006 when dropped).
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: WebSocketCloseInfo)
+    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo)
     /// A peer broke the protocol (`.protocol`, with the close code sent), or an incoming
     /// connection failed before it became a peer (`.tls`).
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError)
+    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError)
     /// A peer's `buffered` fell back under half its byte budget after reaching it (`on_drain`).
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer)
     /// A peer's outbound budget turned a message away for the first time.
@@ -41,5 +41,5 @@ extension MessageServerDelegate {
     /// A peer's budget turned a message away for the first time.
     public func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {}
     /// Errors are ignored unless the delegate wants them.
-    public func server(_ server: MessageServer, peer: ServerPeer?, didFail error: WebSocketConnectionError) {}
+    public func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {}
 }

@@ -23,7 +23,7 @@ public final class ServerPeer {
     /// script until its collector runs), does not hold them.
     public private(set) var request: ServerPeerRequest
     /// Message and byte counters.
-    public private(set) var stats = TransportStats()
+    public private(set) var stats = ConnectionStats()
     /// True while the peer is stopped by ``pause(for:)``.
     public private(set) var isPaused = false
     /// The channel, for diagnostics and tests.
@@ -97,15 +97,15 @@ public final class ServerPeer {
     /// queues it within the peer's budget while the socket cannot take more. Throws when
     /// the peer is not open (or its transport cannot carry the message).
     @discardableResult
-    public func send(_ data: ByteBuffer, kind: WebSocketMessageKind = .text) throws(WebSocketUsageError) -> OutboundBuffer.Offer {
-        guard self.isOpen else { throw WebSocketUsageError("peer is not connected") }
+    public func send(_ data: ByteBuffer, kind: MessageKind = .text) throws(UsageError) -> OutboundBuffer.Offer {
+        guard self.isOpen else { throw UsageError("peer is not connected") }
         let offer = self.outbound.offer(OutboundMessage(data, kind: kind))
-        if offer == .unsendable { throw WebSocketUsageError("the message cannot be sent on this connection") }
+        if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
         return offer
     }
 
     /// Offers a message already encoded for this kind of server (a broadcast's buffer).
-    func offerEncoded(_ frame: ByteBuffer, kind: WebSocketMessageKind, payloadSize: Int) -> OutboundBuffer.Offer {
+    func offerEncoded(_ frame: ByteBuffer, kind: MessageKind, payloadSize: Int) -> OutboundBuffer.Offer {
         self.outbound.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
     }
 
@@ -125,28 +125,28 @@ public final class ServerPeer {
 
     /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``; within the
     /// peer's budget like any message. Nothing when the peer is not open.
-    public func answerProbe(_ reply: ByteBuffer, kind: WebSocketMessageKind) {
+    public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard self.isOpen else { return }
         self.autoReplies += 1
         _ = self.outbound.offer(OutboundMessage(reply, kind: kind))
     }
 
     /// Sends a WebSocket ping; throws for TCP.
-    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(WebSocketUsageError) {
-        guard case .webSocket(let handler)? = self.link else { throw WebSocketUsageError("TCP has no ping") }
+    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
+        guard case .webSocket(let handler)? = self.link else { throw UsageError("TCP has no ping") }
         try handler.ping(payload)
     }
 
     /// Closes the connection in order: a WebSocket close handshake (`code` 1000, 1001,
     /// 3000–4999, ...), or for TCP FIN after pending writes (the code is only reported).
     /// What the peer's queue held is dropped (counted); what the socket took goes out first.
-    public func close(code: UInt16 = WebSocketCloseCode.normal, reason: String = "") throws(WebSocketUsageError) {
+    public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) {
         var close: WebSocketClose?
         if case .webSocket? = self.link {
             do {
                 close = try WebSocketClose(code: Int(code), reason: reason)
             } catch {
-                throw WebSocketUsageError(error)
+                throw UsageError(error)
             }
         }
         self.outbound.dropQueue()
@@ -226,7 +226,7 @@ public final class ServerPeer {
         self.server?.peerConnected(self, request: request)
     }
 
-    private func received(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+    private func received(_ message: ByteBuffer, kind: MessageKind) {
         self.stats.countReceived(bytes: message.readableBytes)
         self.heartbeat.didReceiveMessage()
         if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
@@ -236,7 +236,7 @@ public final class ServerPeer {
         self.server?.peer(self, didReceive: message, kind: kind)
     }
 
-    private func failed(_ error: WebSocketConnectionError) {
+    private func failed(_ error: ConnectionError) {
         self.server?.peer(self, didFail: error)
     }
 
@@ -244,14 +244,14 @@ public final class ServerPeer {
     /// even when the peer, not reading, never answers the close frame.
     func closeForBeingSlow() {
         guard self.isOpen else { return }
-        self.slowClose = (WebSocketCloseCode.policyViolation, "too slow")
-        try? self.close(code: WebSocketCloseCode.policyViolation, reason: "too slow")
+        self.slowClose = (CloseCode.policyViolation, "too slow")
+        try? self.close(code: CloseCode.policyViolation, reason: "too slow")
     }
 
-    private func closed(_ info: WebSocketCloseInfo) {
+    private func closed(_ info: CloseInfo) {
         guard !self.isClosed else { return }
         var info = info
-        if let slow = self.slowClose, info.code == WebSocketCloseCode.abnormal || info.code == WebSocketCloseCode.noStatus {
+        if let slow = self.slowClose, info.code == CloseCode.abnormal || info.code == CloseCode.noStatus {
             info.code = slow.code
             info.reason = slow.reason
         }
@@ -305,7 +305,7 @@ extension ServerPeer: OutboundWriter {
 }
 
 extension ServerPeer: WebSocketHandlerOwner {
-    func handlerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind) {
+    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         self.received(message, kind: kind)
     }
 
@@ -317,11 +317,11 @@ extension ServerPeer: WebSocketHandlerOwner {
         self.heartbeat.didReceivePong(payload)
     }
 
-    func handlerFailed(_ error: WebSocketConnectionError) {
+    func handlerFailed(_ error: ConnectionError) {
         self.failed(error)
     }
 
-    func handlerClosed(_ info: WebSocketCloseInfo) {
+    func handlerClosed(_ info: CloseInfo) {
         self.closed(info)
     }
 }
@@ -335,7 +335,7 @@ extension ServerPeer: FramedChannelOwner {
         self.failed(error.connectionError)
     }
 
-    func framedChannelClosed(_ info: WebSocketCloseInfo) {
+    func framedChannelClosed(_ info: CloseInfo) {
         self.closed(info)
     }
 

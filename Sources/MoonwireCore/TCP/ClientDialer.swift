@@ -77,9 +77,9 @@ enum ClientDialer {
         switch error {
         case let error as NIOConnectionError:
             guard let first = error.connectionErrors.first else {
-                return WebSocketConnectionError(step: .dns, message: "cannot resolve proxy host '\(proxy.host)' (\(proxy.name))")
+                return ConnectionError(step: .dns, message: "cannot resolve proxy host '\(proxy.host)' (\(proxy.name))")
             }
-            return WebSocketConnectionError(step: .connect, message: "\(proxy.name): \(DialError.describe(first.error))")
+            return ConnectionError(step: .connect, message: "\(proxy.name): \(DialError.describe(first.error))")
         default:
             return error
         }

@@ -13,38 +13,38 @@ enum DialError {
     static func classify(
         _ error: Error, hostPort: String, timeout: TimeAmount, pinMismatch: [String]?, pins: String,
         verify: TLSVerifyReport?, proxy: ProxySettings?
-    ) -> WebSocketConnectionError {
+    ) -> ConnectionError {
         if let mismatch = pinMismatch {
             let presented = mismatch.map { "sha256/" + $0 }.joined(separator: ", ")
-            return WebSocketConnectionError(step: .tls, message: "certificate pin mismatch (expected \(pins); server presented \(presented))")
+            return ConnectionError(step: .tls, message: "certificate pin mismatch (expected \(pins); server presented \(presented))")
         }
         switch error {
-        case let error as WebSocketConnectionError:
+        case let error as ConnectionError:
             return error
         case let error as NIOConnectionError:
             guard let first = error.connectionErrors.first else {
-                return WebSocketConnectionError(step: .dns, message: "cannot resolve host '\(error.host)' (port \(error.port))")
+                return ConnectionError(step: .dns, message: "cannot resolve host '\(error.host)' (port \(error.port))")
             }
-            return WebSocketConnectionError(step: .connect, message: "\(describe(first.error)) (\(describe(first.target)))")
+            return ConnectionError(step: .connect, message: "\(describe(first.error)) (\(describe(first.target)))")
         case ChannelError.connectTimeout:
             return timedOut(hostPort: hostPort, timeout: timeout, proxy: proxy)
         case let error as NIOSSLError:
-            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort, verify: verify))
+            return ConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort, verify: verify))
         case let error as BoringSSLError:
-            return WebSocketConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort, verify: verify))
+            return ConnectionError(step: .tls, message: tlsMessage(describe(tls: error), hostPort: hostPort, verify: verify))
         case let error as NIOSSLExtraError where error == .failedToValidateHostname:
             let host = verify?.host ?? hostPort
             let names = verify?.names ?? []
             let holder = names.isEmpty ? "" : ": it is for \(names.joined(separator: ", "))"
-            return WebSocketConnectionError(
+            return ConnectionError(
                 step: .tls,
                 message: "certificate verify failed (not for this host name\(holder)) for host \(host)"
                     + " (connect by a name the certificate lists, or set tls = { server_name = \"...\" })"
             )
         case let error as NIOSSLExtraError:
-            return WebSocketConnectionError(step: .tls, message: "\(error) for host \(verify?.host ?? hostPort)")
+            return ConnectionError(step: .tls, message: "\(error) for host \(verify?.host ?? hostPort)")
         default:
-            return WebSocketConnectionError(step: .connect, message: describe(error))
+            return ConnectionError(step: .connect, message: describe(error))
         }
     }
 
@@ -60,11 +60,11 @@ enum DialError {
         return "certificate verify failed (\(why)) for host \(host) (\(fix))"
     }
 
-    static func timedOut(hostPort: String, timeout: TimeAmount, proxy: ProxySettings? = nil) -> WebSocketConnectionError {
+    static func timedOut(hostPort: String, timeout: TimeAmount, proxy: ProxySettings? = nil) -> ConnectionError {
         let ms = timeout.nanoseconds / 1_000_000
         let seconds = ms % 1000 == 0 ? "\(ms / 1000) s" : "\(Double(ms) / 1000) s"
         let via = proxy.map { " through \($0.name)" } ?? ""
-        return WebSocketConnectionError(step: .timeout, message: "no connection to \(hostPort)\(via) within \(seconds)")
+        return ConnectionError(step: .timeout, message: "no connection to \(hostPort)\(via) within \(seconds)")
     }
 
     static func describe(_ error: Error) -> String {

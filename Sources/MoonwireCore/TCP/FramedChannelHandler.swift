@@ -11,7 +11,7 @@ protocol FramedChannelOwner: AnyObject {
     /// The peer broke the framing; the close report follows.
     func framedChannelFailed(_ error: TCPFramingError)
     /// The connection ended; called exactly once.
-    func framedChannelClosed(_ info: WebSocketCloseInfo)
+    func framedChannelClosed(_ info: CloseInfo)
     /// TCP is up (an accepted connection becomes active after its pipeline is set up).
     func framedChannelActive()
 }
@@ -121,18 +121,18 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func report() {
         guard !self.reported else { return }
         self.reported = true
-        let info: WebSocketCloseInfo
+        let info: CloseInfo
         switch self.ending {
         case nil:
-            info = WebSocketCloseInfo(code: WebSocketCloseCode.normal, reason: "", clean: true, initiator: .peer)
+            info = CloseInfo(code: CloseCode.normal, reason: "", clean: true, initiator: .peer)
         case .requested(let code, let reason)?:
-            info = WebSocketCloseInfo(code: code, reason: reason, clean: true, initiator: .local)
+            info = CloseInfo(code: code, reason: reason, clean: true, initiator: .local)
         case .aborted(let reason)?:
-            info = WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: reason, clean: false, initiator: .network)
+            info = CloseInfo(code: CloseCode.abnormal, reason: reason, clean: false, initiator: .network)
         case .broken?:
-            info = WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: "", clean: false, initiator: .network)
+            info = CloseInfo(code: CloseCode.abnormal, reason: "", clean: false, initiator: .network)
         case .framing(let error)?:
-            info = WebSocketCloseInfo(code: error.closeCode, reason: error.message, clean: false, initiator: .local)
+            info = CloseInfo(code: error.closeCode, reason: error.message, clean: false, initiator: .local)
         }
         let owner = self.owner
         self.owner = nil
@@ -142,14 +142,14 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     // MARK: Outbound
 
     /// Frames and writes one message.
-    func send(_ message: ByteBuffer) throws(WebSocketUsageError) {
-        guard let context = self.context, self.ending == nil else { throw WebSocketUsageError("connection is not open") }
+    func send(_ message: ByteBuffer) throws(UsageError) {
+        guard let context = self.context, self.ending == nil else { throw UsageError("connection is not open") }
         self.write(try self.encoder.encode(message, allocator: context.channel.allocator))
     }
 
     /// Writes bytes already framed (a broadcast's shared buffer, or raw bytes).
-    func writeEncoded(_ bytes: ByteBuffer) throws(WebSocketUsageError) {
-        guard self.context != nil, self.ending == nil else { throw WebSocketUsageError("connection is not open") }
+    func writeEncoded(_ bytes: ByteBuffer) throws(UsageError) {
+        guard self.context != nil, self.ending == nil else { throw UsageError("connection is not open") }
         self.write(bytes)
     }
 

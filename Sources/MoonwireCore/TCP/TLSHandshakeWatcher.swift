@@ -27,7 +27,7 @@ final class TLSHandshakeWatcher: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.finish(.failure(WebSocketConnectionError(step: .tls, message: "connection closed during the TLS handshake")))
+        self.finish(.failure(ConnectionError(step: .tls, message: "connection closed during the TLS handshake")))
         context.fireChannelInactive()
     }
 

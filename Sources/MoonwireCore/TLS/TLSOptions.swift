@@ -47,7 +47,7 @@ public struct TLSOptions: Sendable, Hashable {
 
     /// Builds the NIOSSL context (loads CA and key files). Errors are `tls` connection errors.
     /// Without `checkHostname`, the chain is verified but the name is left to the caller.
-    func makeContext(checkHostname: Bool = true) throws(WebSocketConnectionError) -> NIOSSLContext {
+    func makeContext(checkHostname: Bool = true) throws(ConnectionError) -> NIOSSLContext {
         var configuration = TLSConfiguration.makeClientConfiguration()
         if self.insecure && self.pinSHA256.isEmpty {
             configuration.certificateVerification = .none
@@ -66,7 +66,7 @@ public struct TLSOptions: Sendable, Hashable {
             }
             return try NIOSSLContext(configuration: configuration)
         } catch {
-            throw WebSocketConnectionError(step: .tls, message: "cannot set up TLS: \(error)")
+            throw ConnectionError(step: .tls, message: "cannot set up TLS: \(error)")
         }
     }
 
@@ -89,7 +89,7 @@ public struct TLSOptions: Sendable, Hashable {
                     let names = TLSVerifyReport.names(of: leaf)
                     guard let target, TLSVerifyReport.ipAddresses(of: leaf).contains(target) else {
                         let holder = names.isEmpty ? "" : ": it is for \(names.joined(separator: ", "))"
-                        return channel.eventLoop.makeFailedFuture(WebSocketConnectionError(
+                        return channel.eventLoop.makeFailedFuture(ConnectionError(
                             step: .tls, message: "certificate verify failed (not for this host name\(holder)) for host \(host)"))
                     }
                     return channel.eventLoop.makeSucceededVoidFuture()

@@ -47,22 +47,22 @@ public struct PerMessageDeflateOffer: Sendable, Hashable {
     /// Returns nil when the server declined compression (no extension in the response), the
     /// agreed parameters when it accepted, and throws a readable reason when the response
     /// is not one a server could legally send for this offer; the handshake must then fail.
-    public func accept(_ responseValues: [String]) throws(WebSocketConnectionError) -> PerMessageDeflateParameters? {
+    public func accept(_ responseValues: [String]) throws(ConnectionError) -> PerMessageDeflateParameters? {
         let extensions = try Self.parseExtensions(responseValues)
         guard let first = extensions.first else { return nil }
         guard extensions.count == 1, first.name == "permessage-deflate" else {
-            throw WebSocketConnectionError.handshake("server accepted extensions we did not offer: \(responseValues.joined(separator: ", "))")
+            throw ConnectionError.handshake("server accepted extensions we did not offer: \(responseValues.joined(separator: ", "))")
         }
         var agreed = PerMessageDeflateParameters()
         var seen = Set<String>()
         for (name, value) in first.parameters {
             guard seen.insert(name).inserted else {
-                throw WebSocketConnectionError.handshake("permessage-deflate parameter \(name) given twice")
+                throw ConnectionError.handshake("permessage-deflate parameter \(name) given twice")
             }
             switch name {
             case "server_no_context_takeover", "client_no_context_takeover":
                 guard value == nil else {
-                    throw WebSocketConnectionError.handshake("permessage-deflate parameter \(name) takes no value")
+                    throw ConnectionError.handshake("permessage-deflate parameter \(name) takes no value")
                 }
                 if name == "server_no_context_takeover" {
                     agreed.serverNoContextTakeover = true
@@ -72,24 +72,24 @@ public struct PerMessageDeflateOffer: Sendable, Hashable {
             case "server_max_window_bits":
                 let bits = try Self.windowBits(name, value)
                 if let limit = self.serverMaxWindowBits, bits > limit {
-                    throw WebSocketConnectionError.handshake("server_max_window_bits=\(bits) exceeds the offered \(limit)")
+                    throw ConnectionError.handshake("server_max_window_bits=\(bits) exceeds the offered \(limit)")
                 }
                 agreed.serverMaxWindowBits = bits
             case "client_max_window_bits":
                 guard case .some(let offered) = self.clientMaxWindowBits else {
-                    throw WebSocketConnectionError.handshake("server sent client_max_window_bits we did not offer")
+                    throw ConnectionError.handshake("server sent client_max_window_bits we did not offer")
                 }
                 let bits = try Self.windowBits(name, value)
                 if let limit = offered, bits > limit {
-                    throw WebSocketConnectionError.handshake("client_max_window_bits=\(bits) exceeds the offered \(limit)")
+                    throw ConnectionError.handshake("client_max_window_bits=\(bits) exceeds the offered \(limit)")
                 }
                 agreed.clientMaxWindowBits = bits
             default:
-                throw WebSocketConnectionError.handshake("unknown permessage-deflate parameter \(name)")
+                throw ConnectionError.handshake("unknown permessage-deflate parameter \(name)")
             }
         }
         if self.serverNoContextTakeover && !agreed.serverNoContextTakeover {
-            throw WebSocketConnectionError.handshake("server ignored server_no_context_takeover")
+            throw ConnectionError.handshake("server ignored server_no_context_takeover")
         }
         if self.clientNoContextTakeover {
             agreed.clientNoContextTakeover = true
@@ -97,28 +97,28 @@ public struct PerMessageDeflateOffer: Sendable, Hashable {
         return agreed
     }
 
-    private static func windowBits(_ name: String, _ value: String?) throws(WebSocketConnectionError) -> Int {
+    private static func windowBits(_ name: String, _ value: String?) throws(ConnectionError) -> Int {
         // RFC 7692: a decimal integer 8...15 without leading zeroes (quoted form allowed).
         guard var text = value else {
-            throw WebSocketConnectionError.handshake("permessage-deflate parameter \(name) needs a value")
+            throw ConnectionError.handshake("permessage-deflate parameter \(name) needs a value")
         }
         if text.count >= 2, text.hasPrefix("\""), text.hasSuffix("\"") {
             text = String(text.dropFirst().dropLast())
         }
         guard let bits = Int(text), (8...15).contains(bits), !text.hasPrefix("0"), !text.hasPrefix("+") else {
-            throw WebSocketConnectionError.handshake("invalid \(name) value \(text)")
+            throw ConnectionError.handshake("invalid \(name) value \(text)")
         }
         return bits
     }
 
     /// Splits `ext1; a=1; b, ext2` lists, across all header lines.
-    static func parseExtensions(_ values: [String]) throws(WebSocketConnectionError) -> [(name: String, parameters: [(String, String?)])] {
+    static func parseExtensions(_ values: [String]) throws(ConnectionError) -> [(name: String, parameters: [(String, String?)])] {
         var result: [(name: String, parameters: [(String, String?)])] = []
         for value in values {
             for element in value.split(separator: ",") {
                 let pieces = element.split(separator: ";").map { $0.trimmingSpaces }
                 guard let name = pieces.first, !name.isEmpty else {
-                    throw WebSocketConnectionError.handshake("malformed Sec-WebSocket-Extensions: \(value)")
+                    throw ConnectionError.handshake("malformed Sec-WebSocket-Extensions: \(value)")
                 }
                 var parameters: [(String, String?)] = []
                 for piece in pieces.dropFirst() {

@@ -22,7 +22,7 @@ final class WebSocketClientUpgrader: NIOHTTPClientProtocolUpgrader {
     private let deflateOffer: PerMessageDeflateOffer?
     private let onUpgrade: (ChannelHandlerContext, HTTPResponseHead, WebSocketNegotiation) throws -> Void
     /// Why `shouldAllowUpgrade` said no.
-    private(set) var rejection: WebSocketConnectionError?
+    private(set) var rejection: ConnectionError?
     private var negotiation = WebSocketNegotiation()
 
     init(
@@ -63,14 +63,14 @@ final class WebSocketClientUpgrader: NIOHTTPClientProtocolUpgrader {
         }
         self.negotiation.subprotocol = chosen.first
         let extensions = upgradeResponse.headers["Sec-WebSocket-Extensions"]
-        do throws(WebSocketConnectionError) {
+        do throws(ConnectionError) {
             if let offer = self.deflateOffer {
                 self.negotiation.deflate = try offer.accept(extensions)
             } else if !extensions.isEmpty {
                 throw .handshake("server enabled extensions we did not offer: \(extensions.joined(separator: ", "))")
             }
         } catch {
-            self.rejection = WebSocketConnectionError(step: .handshake, message: error.message, httpStatus: 101)
+            self.rejection = ConnectionError(step: .handshake, message: error.message, httpStatus: 101)
             return false
         }
         return true
@@ -78,7 +78,7 @@ final class WebSocketClientUpgrader: NIOHTTPClientProtocolUpgrader {
 
     /// Words a failure of the upgrade itself (refused, or a response that is not HTTP);
     /// nil for the dial's other errors. `rejection`: why the upgrader said no, if it did.
-    static func handshakeFailure(_ error: Error, rejection: WebSocketConnectionError?) -> WebSocketConnectionError? {
+    static func handshakeFailure(_ error: Error, rejection: ConnectionError?) -> ConnectionError? {
         switch error {
         case let error as NIOHTTPClientUpgradeError:
             if error == .upgraderDeniedUpgrade, let rejection {

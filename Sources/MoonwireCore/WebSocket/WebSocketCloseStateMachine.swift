@@ -1,5 +1,5 @@
 /// The closing handshake of one open connection (RFC 6455 §5.5.1, §7), as a pure state
-/// machine: each event returns what to do, and the ``WebSocketCloseInfo`` to report comes
+/// machine: each event returns what to do, and the ``CloseInfo`` to report comes
 /// out of exactly one transition, so a connection is reported closed exactly once.
 ///
 /// States:
@@ -32,11 +32,11 @@ public struct WebSocketCloseStateMachine: Sendable, Equatable {
         case sendClose(code: UInt16, reason: String)
         /// Send a close frame (with no payload when `code` is nil) echoing the peer's,
         /// report `info`, then let the server end TCP (drop it after the close timer).
-        case echoClose(code: UInt16?, reason: String, info: WebSocketCloseInfo)
+        case echoClose(code: UInt16?, reason: String, info: CloseInfo)
         /// Report `info`, then let the server end TCP (drop it after the close timer).
-        case report(WebSocketCloseInfo)
+        case report(CloseInfo)
         /// Close TCP now and report `info`.
-        case drop(WebSocketCloseInfo)
+        case drop(CloseInfo)
     }
 
     /// The current state.
@@ -60,7 +60,7 @@ public struct WebSocketCloseStateMachine: Sendable, Equatable {
             return .sendClose(code: violation.code, reason: violation.reason)
         case .closeSent(let code, let reason, _):
             self.state = .closed
-            return .drop(WebSocketCloseInfo(code: code, reason: reason, clean: false, initiator: .local))
+            return .drop(CloseInfo(code: code, reason: reason, clean: false, initiator: .local))
         case .closed:
             return .none
         }
@@ -71,14 +71,14 @@ public struct WebSocketCloseStateMachine: Sendable, Equatable {
         switch self.state {
         case .open:
             self.state = .closed
-            let info = WebSocketCloseInfo(code: code ?? WebSocketCloseCode.noStatus, reason: reason, clean: true, initiator: .peer)
+            let info = CloseInfo(code: code ?? CloseCode.noStatus, reason: reason, clean: true, initiator: .peer)
             return .echoClose(code: code, reason: code == nil ? "" : reason, info: info)
         case .closeSent(let sent, let sentReason, .failure):
             self.state = .closed
-            return .report(WebSocketCloseInfo(code: sent, reason: sentReason, clean: false, initiator: .local))
+            return .report(CloseInfo(code: sent, reason: sentReason, clean: false, initiator: .local))
         case .closeSent(_, _, .requested):
             self.state = .closed
-            let info = WebSocketCloseInfo(code: code ?? WebSocketCloseCode.noStatus, reason: reason, clean: true, initiator: .local)
+            let info = CloseInfo(code: code ?? CloseCode.noStatus, reason: reason, clean: true, initiator: .local)
             return .report(info)
         case .closed:
             return .none
@@ -91,9 +91,9 @@ public struct WebSocketCloseStateMachine: Sendable, Equatable {
         self.state = .closed
         switch why {
         case .requested:
-            return .drop(WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: "", clean: false, initiator: .local))
+            return .drop(CloseInfo(code: CloseCode.abnormal, reason: "", clean: false, initiator: .local))
         case .failure:
-            return .drop(WebSocketCloseInfo(code: code, reason: reason, clean: false, initiator: .local))
+            return .drop(CloseInfo(code: code, reason: reason, clean: false, initiator: .local))
         }
     }
 
@@ -102,19 +102,19 @@ public struct WebSocketCloseStateMachine: Sendable, Equatable {
     public mutating func aborted() -> Action {
         if case .closed = self.state { return .none }
         self.state = .closed
-        return .drop(WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: "", clean: false, initiator: .network))
+        return .drop(CloseInfo(code: CloseCode.abnormal, reason: "", clean: false, initiator: .network))
     }
 
     /// TCP ended (EOF, reset, or our own close). Returns the outcome if not yet reported.
-    public mutating func transportClosed() -> WebSocketCloseInfo? {
-        let info: WebSocketCloseInfo
+    public mutating func transportClosed() -> CloseInfo? {
+        let info: CloseInfo
         switch self.state {
         case .open:
-            info = WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: "", clean: false, initiator: .network)
+            info = CloseInfo(code: CloseCode.abnormal, reason: "", clean: false, initiator: .network)
         case .closeSent(_, _, .requested):
-            info = WebSocketCloseInfo(code: WebSocketCloseCode.abnormal, reason: "", clean: false, initiator: .local)
+            info = CloseInfo(code: CloseCode.abnormal, reason: "", clean: false, initiator: .local)
         case .closeSent(let code, let reason, .failure):
-            info = WebSocketCloseInfo(code: code, reason: reason, clean: false, initiator: .local)
+            info = CloseInfo(code: code, reason: reason, clean: false, initiator: .local)
         case .closed:
             return nil
         }

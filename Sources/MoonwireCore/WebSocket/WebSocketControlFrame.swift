@@ -1,7 +1,7 @@
 import NIOCore
 
 /// A close frame's code and reason, checked: the one place that knows what a close frame
-/// may carry (RFC 6455 §5.5, §7.4). Every caller (``WebSocketConnection``, ``ServerPeer``,
+/// may carry (RFC 6455 §5.5, §7.4). Every caller (``ClientConnection``, ``ServerPeer``,
 /// the Lua bindings, the interactive client) builds one and words the error its own way.
 ///
 /// ```swift
@@ -12,14 +12,14 @@ public struct WebSocketClose: Sendable, Hashable {
     /// The most bytes of reason a close frame carries: 125 less the 2 of the code.
     public static let maxReason = WebSocketOpcode.maxControlPayload - 2
 
-    /// A code a close frame may carry (``WebSocketCloseCode/isValidOnWire(_:)``).
+    /// A code a close frame may carry (``CloseCode/isValidOnWire(_:)``).
     public let code: UInt16
     /// At most ``maxReason`` bytes of UTF-8.
     public let reason: String
 
     /// Checks `code` (any integer, as a script or a command line gives it) and `reason`.
     public init(code: Int, reason: String) throws(WebSocketControlError) {
-        guard let wire = UInt16(exactly: code), WebSocketCloseCode.isValidOnWire(wire) else {
+        guard let wire = UInt16(exactly: code), CloseCode.isValidOnWire(wire) else {
             throw .invalidCloseCode(code)
         }
         guard reason.utf8.count <= Self.maxReason else { throw .closeReasonTooLong }
@@ -72,7 +72,7 @@ public enum WebSocketControlError: Error, Sendable, Hashable, CustomStringConver
     }
 }
 
-extension WebSocketUsageError {
+extension UsageError {
     /// The usage error for a refused close or ping, in the core's words.
     init(_ error: WebSocketControlError) {
         self.init(error.description)

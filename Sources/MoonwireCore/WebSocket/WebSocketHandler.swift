@@ -1,17 +1,17 @@
 import NIOCore
 
 /// What a ``WebSocketHandler`` tells the object it works for: the client's
-/// ``WebSocketConnection`` or the server's ``ServerPeer``. Called on the channel's loop.
+/// ``ClientConnection`` or the server's ``ServerPeer``. Called on the channel's loop.
 protocol WebSocketHandlerOwner: AnyObject {
     /// A whole message.
-    func handlerReceived(_ message: ByteBuffer, kind: WebSocketMessageKind)
+    func handlerReceived(_ message: ByteBuffer, kind: MessageKind)
     /// The peer pinged (the pong is on its way): it is alive.
     func handlerReceivedPing()
     func handlerReceivedPong(_ payload: ByteBuffer)
     /// The peer broke the protocol; our close frame is out and the close report follows.
-    func handlerFailed(_ error: WebSocketConnectionError)
+    func handlerFailed(_ error: ConnectionError)
     /// The connection ended; called exactly once.
-    func handlerClosed(_ info: WebSocketCloseInfo)
+    func handlerClosed(_ info: CloseInfo)
 }
 
 extension WebSocketHandlerOwner {
@@ -73,7 +73,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     private var gathered: ByteBuffer?
     private var closeTimer: ClockTask?
     /// The kind and compression of an outbound message being sent in fragments.
-    private var outboundMessage: (kind: WebSocketMessageKind, compressed: Bool)?
+    private var outboundMessage: (kind: MessageKind, compressed: Bool)?
 
     init(
         role: WebSocketRole,
@@ -186,7 +186,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     // MARK: Outbound
 
     /// Sends a whole message, compressed and fragmented as configured.
-    func send(_ data: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+    func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
         let context = try self.contextForMessage()
         let allocator = context.channel.allocator
         if let deflate = self.deflate, deflate.shouldCompress(data.readableBytes) {
@@ -208,7 +208,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     /// Sends a whole message from bytes the caller owns for the duration of the call (a
     /// Lua string): framed straight from them when it goes out as one uncompressed frame,
     /// else through ``send(_:kind:)``.
-    func send(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) throws(WebSocketUsageError) {
+    func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) {
         guard let context = self.context, case .open = self.closing.state, self.outboundMessage == nil,
             self.goesAsOnePlainFrame(bytes.count)
         else {
@@ -239,7 +239,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     /// has to wait in the send queue: nil when it would be compressed or fragmented (those
     /// depend on the connection that sends it). An uncompressed frame is valid on any
     /// later connection too, with or without permessage-deflate.
-    func frame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> ByteBuffer? {
+    func frame(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> ByteBuffer? {
         guard let context = self.context, self.goesAsOnePlainFrame(bytes.count) else { return nil }
         return self.encoder.frame(kind.opcode, payload: bytes, allocator: context.channel.allocator)
     }
@@ -247,7 +247,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     /// Adds a frame made now from `bytes` at the end of `frames` (made by
     /// ``frame(bytes:kind:)``), when the message is one this handler would gather and
     /// `frames` stays within what it gathers into one buffer; false otherwise.
-    func appendFrame(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind, to frames: inout ByteBuffer) -> Bool {
+    func appendFrame(bytes: UnsafeRawBufferPointer, kind: MessageKind, to frames: inout ByteBuffer) -> Bool {
         guard self.context != nil, bytes.count <= Self.gatherMessageLimit,
             frames.readableBytes + WebSocketFrameEncoder.maxHeaderSize + bytes.count <= Self.gatherBufferLimit,
             self.goesAsOnePlainFrame(bytes.count)
@@ -258,19 +258,19 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
 
     /// Writes finished frames as they are: made by ``frame(bytes:kind:)`` and
     /// ``appendFrame(bytes:kind:to:)``, or a server's broadcast, one buffer for every peer.
-    func sendFrame(_ frame: ByteBuffer) throws(WebSocketUsageError) {
+    func sendFrame(_ frame: ByteBuffer) throws(UsageError) {
         _ = try self.contextForMessage()
         self.write(frame)
     }
 
     /// Sends one fragment of a message whose size the caller does not know up front.
-    func sendFragment(_ data: ByteBuffer, kind: WebSocketMessageKind, isFinal: Bool) throws(WebSocketUsageError) {
+    func sendFragment(_ data: ByteBuffer, kind: MessageKind, isFinal: Bool) throws(UsageError) {
         guard let context = self.context, case .open = self.closing.state else {
-            throw WebSocketUsageError("connection is not open")
+            throw UsageError("connection is not open")
         }
         let first = self.outboundMessage == nil
         if let current = self.outboundMessage, current.kind != kind {
-            throw WebSocketUsageError("fragment of a \(kind) message while a \(current.kind) message is being sent")
+            throw UsageError("fragment of a \(kind) message while a \(current.kind) message is being sent")
         }
         let compressed = self.outboundMessage?.compressed ?? (self.deflate?.canCompress ?? false)
         self.outboundMessage = isFinal ? nil : (kind, compressed)
@@ -285,15 +285,15 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     }
 
     /// Sends a ping (at most 125 bytes of payload).
-    func ping(_ payload: ByteBuffer) throws(WebSocketUsageError) {
+    func ping(_ payload: ByteBuffer) throws(UsageError) {
         guard let context = self.context, case .open = self.closing.state else {
-            throw WebSocketUsageError("connection is not open")
+            throw UsageError("connection is not open")
         }
         let ping: WebSocketPing
         do {
             ping = try WebSocketPing(payload)
         } catch {
-            throw WebSocketUsageError(error)
+            throw UsageError(error)
         }
         self.write(self.encoder.frame(.ping, payload: ping.payload, allocator: context.channel.allocator))
     }
@@ -314,12 +314,12 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     }
 
     /// The context, when a message may be sent now.
-    private func contextForMessage() throws(WebSocketUsageError) -> ChannelHandlerContext {
+    private func contextForMessage() throws(UsageError) -> ChannelHandlerContext {
         guard let context = self.context, case .open = self.closing.state else {
-            throw WebSocketUsageError("connection is not open")
+            throw UsageError("connection is not open")
         }
         guard self.outboundMessage == nil else {
-            throw WebSocketUsageError("a fragmented message is being sent; finish it first")
+            throw UsageError("a fragmented message is being sent; finish it first")
         }
         return context
     }
@@ -329,11 +329,11 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
         deflate: PerMessageDeflate,
         isFinal: Bool,
         allocator: ByteBufferAllocator
-    ) throws(WebSocketUsageError) -> ByteBuffer {
+    ) throws(UsageError) -> ByteBuffer {
         do {
             return try deflate.deflate(data, isFinal: isFinal, headroom: WebSocketFrameEncoder.maxHeaderSize, allocator: allocator)
         } catch {
-            throw WebSocketUsageError("compression failed: \(error)")
+            throw UsageError("compression failed: \(error)")
         }
     }
 
@@ -450,7 +450,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
         }
     }
 
-    private func report(_ info: WebSocketCloseInfo) {
+    private func report(_ info: CloseInfo) {
         let owner = self.owner
         self.owner = nil
         owner?.handlerClosed(info)

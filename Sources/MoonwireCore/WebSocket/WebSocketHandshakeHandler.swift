@@ -38,7 +38,7 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
             let status = Int(response.status.code)
             let reason = response.status.reasonPhrase
             let message = reason.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(reason)"
-            self.onFailure(WebSocketConnectionError.handshake(message, status: status))
+            self.onFailure(ConnectionError.handshake(message, status: status))
             context.close(promise: nil)
         }
     }
@@ -49,7 +49,7 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.onFailure(WebSocketConnectionError.handshake("connection closed during the handshake"))
+        self.onFailure(ConnectionError.handshake("connection closed during the handshake"))
         context.fireChannelInactive()
     }
 }

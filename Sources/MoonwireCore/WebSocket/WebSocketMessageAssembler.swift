@@ -13,7 +13,7 @@ struct WebSocketMessageAssembler {
         /// Nothing yet; more bytes are needed.
         case none
         /// A complete data message.
-        case message(ByteBuffer, WebSocketMessageKind)
+        case message(ByteBuffer, MessageKind)
         /// A ping to answer with a pong carrying the same payload.
         case ping(ByteBuffer)
         /// A pong.
@@ -24,7 +24,7 @@ struct WebSocketMessageAssembler {
 
     private enum Message {
         case idle
-        case receiving(kind: WebSocketMessageKind, compressed: Bool)
+        case receiving(kind: MessageKind, compressed: Bool)
     }
 
     private enum Frame {
@@ -134,7 +134,7 @@ struct WebSocketMessageAssembler {
     private mutating func compressedPayload(
         _ chunk: ByteBuffer,
         last: Bool,
-        kind: WebSocketMessageKind
+        kind: MessageKind
     ) throws(WebSocketProtocolViolation) -> Action {
         guard let deflate = self.deflate else { return .none }
         var output = self.buffer ?? ByteBuffer()
@@ -158,7 +158,7 @@ struct WebSocketMessageAssembler {
         return try self.finish(output, kind: kind)
     }
 
-    private mutating func finish(_ message: ByteBuffer, kind: WebSocketMessageKind) throws(WebSocketProtocolViolation) -> Action {
+    private mutating func finish(_ message: ByteBuffer, kind: MessageKind) throws(WebSocketProtocolViolation) -> Action {
         self.message = .idle
         if kind == .text && !self.utf8.isComplete {
             throw .invalidPayload("text message ends inside a UTF-8 sequence")
@@ -191,7 +191,7 @@ struct WebSocketMessageAssembler {
         guard let code = payload.readInteger(as: UInt16.self) else {
             throw .protocolError("close frame with a 1-byte payload")
         }
-        guard WebSocketCloseCode.isValidOnWire(code) else {
+        guard CloseCode.isValidOnWire(code) else {
             throw .protocolError("invalid close code \(code)")
         }
         var utf8 = UTF8Validator()

@@ -6,18 +6,18 @@ import Testing
 private typealias Action = ConnectionLifecycle.Action
 private typealias Report = ConnectionLifecycle.CloseReport
 
-private let dropped = WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .network)
-private let refused = WebSocketConnectionError(step: .connect, message: "connection refused (127.0.0.1:9)")
+private let dropped = CloseInfo(code: 1006, reason: "", clean: false, initiator: .network)
+private let refused = ConnectionError(step: .connect, message: "connection refused (127.0.0.1:9)")
 
-private func peer(_ code: UInt16, _ reason: String = "") -> WebSocketCloseInfo {
-    WebSocketCloseInfo(code: code, reason: reason, clean: true, initiator: .peer)
+private func peer(_ code: UInt16, _ reason: String = "") -> CloseInfo {
+    CloseInfo(code: code, reason: reason, clean: true, initiator: .peer)
 }
 
-private func http(_ status: Int) -> WebSocketConnectionError {
-    WebSocketConnectionError(step: .handshake, message: "HTTP \(status)", httpStatus: status)
+private func http(_ status: Int) -> ConnectionError {
+    ConnectionError(step: .handshake, message: "HTTP \(status)", httpStatus: status)
 }
 
-private func report(_ info: WebSocketCloseInfo, willReconnect: Bool) -> Action {
+private func report(_ info: CloseInfo, willReconnect: Bool) -> Action {
     .reportClose(Report(code: info.code, reason: info.reason, clean: info.clean, by: info.initiator, willReconnect: willReconnect))
 }
 
@@ -136,13 +136,13 @@ extension LifecycleTests {
         @Test func aHandshakeWithoutStatusRetries() {
             var life = lifecycle()
             _ = life.start()
-            let badAccept = WebSocketConnectionError(step: .handshake, message: "bad Sec-WebSocket-Accept")
+            let badAccept = ConnectionError(step: .handshake, message: "bad Sec-WebSocket-Accept")
             #expect(life.failed(badAccept) == [.reportError(badAccept)])
             #expect(life.state == .reconnecting)
         }
 
         struct CloseCase: Sendable, CustomTestStringConvertible {
-            var info: WebSocketCloseInfo
+            var info: CloseInfo
             var onNormalClose: Bool
             var willReconnect: Bool
             var testDescription: String { "\(info) onNormalClose=\(onNormalClose)" }
@@ -156,8 +156,8 @@ extension LifecycleTests {
             CloseCase(info: peer(1011, "oops"), onNormalClose: false, willReconnect: true),
             CloseCase(info: peer(4000, "app"), onNormalClose: false, willReconnect: true),
             CloseCase(info: dropped, onNormalClose: false, willReconnect: true),
-            CloseCase(info: WebSocketCloseInfo(code: 1002, reason: "bad opcode", clean: false, initiator: .local), onNormalClose: false, willReconnect: true),
-            CloseCase(info: WebSocketCloseInfo(code: 1009, reason: "too big", clean: false, initiator: .local), onNormalClose: true, willReconnect: true),
+            CloseCase(info: CloseInfo(code: 1002, reason: "bad opcode", clean: false, initiator: .local), onNormalClose: false, willReconnect: true),
+            CloseCase(info: CloseInfo(code: 1009, reason: "too big", clean: false, initiator: .local), onNormalClose: true, willReconnect: true),
         ])
         func closesOfAnOpenConnection(_ c: CloseCase) {
             var life = openLifecycle(ReconnectPolicy(onNormalClose: c.onNormalClose))
@@ -177,7 +177,7 @@ extension LifecycleTests {
             #expect(life.state == .closing)
             #expect(life.sendRoute == .refuse)
             #expect(life.closeRequested(code: 1000, reason: "again") == [])
-            let echoed = WebSocketCloseInfo(code: 1000, reason: "bye", clean: true, initiator: .local)
+            let echoed = CloseInfo(code: 1000, reason: "bye", clean: true, initiator: .local)
             #expect(life.closed(echoed) == [report(echoed, willReconnect: false)])
             #expect(life.state == .closed)
             #expect(!life.isAlive)
@@ -194,7 +194,7 @@ extension LifecycleTests {
         @Test func deliberateCloseThatTimesOutStillDoesNotReconnect() {
             var life = openLifecycle()
             _ = life.closeRequested(code: 1000, reason: "bye")
-            let timedOut = WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .local)
+            let timedOut = CloseInfo(code: 1006, reason: "", clean: false, initiator: .local)
             #expect(life.closed(timedOut) == [report(timedOut, willReconnect: false)])
             #expect(life.state == .closed)
         }
@@ -342,7 +342,7 @@ extension LifecycleTests {
             #expect(life.reconnectRequested() == [.stopHeartbeat, .sendClose(code: 1000, reason: "reconnect")])
             #expect(life.state == .closing)
             #expect(life.sendRoute == .enqueue)
-            let done = WebSocketCloseInfo(code: 1000, reason: "reconnect", clean: true, initiator: .local)
+            let done = CloseInfo(code: 1000, reason: "reconnect", clean: true, initiator: .local)
             #expect(life.closed(done) == [.dial(attempt: 0), report(done, willReconnect: true)])
             #expect(life.state == .reconnecting)
             #expect(life.opened() == [.startHeartbeat, .notifyOpen(reconnects: 1)])
@@ -351,7 +351,7 @@ extension LifecycleTests {
         @Test func reconnectNowRevivesAClosedConnection() {
             var life = openLifecycle()
             _ = life.closeRequested(code: 1000, reason: "")
-            _ = life.closed(WebSocketCloseInfo(code: 1000, reason: "", clean: true, initiator: .local))
+            _ = life.closed(CloseInfo(code: 1000, reason: "", clean: true, initiator: .local))
             #expect(life.reconnectRequested() == [.dial(attempt: 0)])
             #expect(life.state == .connecting)
             #expect(life.isAlive)
@@ -370,7 +370,7 @@ extension LifecycleTests {
             _ = life.closeRequested(code: 1000, reason: "bye")
             #expect(life.reconnectRequested() == [])
             #expect(life.sendRoute == .enqueue)
-            let done = WebSocketCloseInfo(code: 1000, reason: "bye", clean: true, initiator: .local)
+            let done = CloseInfo(code: 1000, reason: "bye", clean: true, initiator: .local)
             #expect(life.closed(done) == [.dial(attempt: 0), report(done, willReconnect: true)])
         }
 
@@ -413,7 +413,7 @@ extension LifecycleTests {
             #expect(life.sendRoute == .enqueue)
             #expect(life.heartbeatFailed() == [])
             // Whatever the transport calls its own drop, the script hears SPEC's words.
-            let transport = WebSocketCloseInfo(code: 1006, reason: "", clean: false, initiator: .local)
+            let transport = CloseInfo(code: 1006, reason: "", clean: false, initiator: .local)
             let expected = Report(code: 1006, reason: "heartbeat timeout", clean: false, by: .network, willReconnect: true)
             #expect(life.closed(transport) == [.reportClose(expected)])
             #expect(life.state == .reconnecting)
@@ -432,10 +432,10 @@ extension LifecycleTests {
 
         @Test func aProtocolErrorWhileOpenIsReportedThenTheCloseDecides() {
             var life = openLifecycle()
-            let violation = WebSocketConnectionError(step: .protocol, message: "bad opcode (closed with 1002)", closeCode: 1002)
+            let violation = ConnectionError(step: .protocol, message: "bad opcode (closed with 1002)", closeCode: 1002)
             #expect(life.failed(violation) == [.reportError(violation)])
             #expect(life.state == .open)
-            let closed = WebSocketCloseInfo(code: 1002, reason: "bad opcode", clean: false, initiator: .local)
+            let closed = CloseInfo(code: 1002, reason: "bad opcode", clean: false, initiator: .local)
             #expect(life.closed(closed) == [.stopHeartbeat, report(closed, willReconnect: true)])
         }
 

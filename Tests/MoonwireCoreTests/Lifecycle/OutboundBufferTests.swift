@@ -31,7 +31,7 @@ extension LifecycleTests {
                 self.written.append(String(buffer: message.data))
                 return .written
             }
-            func writeOutbound(bytes: UnsafeRawBufferPointer, kind: WebSocketMessageKind) -> OutboundBuffer.WriteOutcome {
+            func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome {
                 self.fromBytes += 1
                 self.written.append(String(decoding: bytes, as: UTF8.self))
                 return .written

@@ -1,10 +1,10 @@
 /// Rules for WebSocket close status codes (RFC 6455 §7.4).
 ///
 /// ```swift
-/// WebSocketCloseCode.isValidOnWire(1000)  // true
-/// WebSocketCloseCode.isValidOnWire(1005)  // false: reserved for "no code was given"
+/// CloseCode.isValidOnWire(1000)  // true
+/// CloseCode.isValidOnWire(1005)  // false: reserved for "no code was given"
 /// ```
-public enum WebSocketCloseCode {
+public enum CloseCode {
     /// Normal closure.
     public static let normal: UInt16 = 1000
     /// The endpoint is going away (shutdown, page navigation).

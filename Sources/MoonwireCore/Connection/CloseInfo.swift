@@ -2,7 +2,7 @@
 ///
 /// `code` is the close code the peer sent (1005 if its close frame carried none), the code
 /// we sent when we failed the connection, or 1006 when no close handshake took place.
-public struct WebSocketCloseInfo: Sendable, Hashable, CustomStringConvertible {
+public struct CloseInfo: Sendable, Hashable, CustomStringConvertible {
     /// Who ended the connection.
     public enum Initiator: String, Sendable, Hashable {
         /// We did: `close(code:reason:)`, a protocol violation by the peer, or a close timeout.

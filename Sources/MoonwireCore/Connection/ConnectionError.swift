@@ -3,7 +3,7 @@
 /// The `step` names the stage the error happened in, as the scripting API reports it;
 /// `description` is one readable line such as `connect: connection refused (127.0.0.1:9)`,
 /// `handshake: HTTP 401` or `tls: certificate pin mismatch (expected sha256/AbC=)`.
-public struct WebSocketConnectionError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct ConnectionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The stage a connection failed in.
     public enum Step: String, Sendable, Hashable {
         /// The host name did not resolve.
@@ -40,8 +40,8 @@ public struct WebSocketConnectionError: Error, Sendable, Hashable, CustomStringC
     /// `step: message`.
     public var description: String { "\(self.step.rawValue): \(self.message)" }
 
-    static func protocolViolation(_ violation: WebSocketProtocolViolation) -> WebSocketConnectionError {
-        WebSocketConnectionError(
+    static func protocolViolation(_ violation: WebSocketProtocolViolation) -> ConnectionError {
+        ConnectionError(
             step: .protocol,
             message: "\(violation.reason) (closed with \(violation.code))",
             closeCode: violation.code
@@ -65,16 +65,16 @@ public struct WebSocketProtocolViolation: Error, Sendable, Hashable, CustomStrin
     /// `reason (code)`.
     public var description: String { "\(self.reason) (\(self.code))" }
 
-    static func protocolError(_ reason: String) -> Self { Self(code: WebSocketCloseCode.protocolError, reason: reason) }
-    static func invalidPayload(_ reason: String) -> Self { Self(code: WebSocketCloseCode.invalidPayload, reason: reason) }
+    static func protocolError(_ reason: String) -> Self { Self(code: CloseCode.protocolError, reason: reason) }
+    static func invalidPayload(_ reason: String) -> Self { Self(code: CloseCode.invalidPayload, reason: reason) }
     static func tooBig(_ limit: Int) -> Self {
-        Self(code: WebSocketCloseCode.messageTooBig, reason: "message larger than max_message (\(limit) bytes)")
+        Self(code: CloseCode.messageTooBig, reason: "message larger than max_message (\(limit) bytes)")
     }
 }
 
 /// Misuse of a connection (``ClientConnection``, ``ServerPeer``, a framing) by its caller, as
 /// opposed to a network or peer failure.
-public struct WebSocketUsageError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct UsageError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What the caller did wrong.
     public var message: String
 
@@ -85,8 +85,8 @@ public struct WebSocketUsageError: Error, Sendable, Hashable, CustomStringConver
     public var description: String { self.message }
 }
 
-extension WebSocketConnectionError {
-    static func handshake(_ message: String, status: Int? = nil) -> WebSocketConnectionError {
-        WebSocketConnectionError(step: .handshake, message: message, httpStatus: status)
+extension ConnectionError {
+    static func handshake(_ message: String, status: Int? = nil) -> ConnectionError {
+        ConnectionError(step: .handshake, message: message, httpStatus: status)
     }
 }

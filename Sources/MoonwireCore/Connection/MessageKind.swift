@@ -1,5 +1,5 @@
 /// The type of a WebSocket data message.
-public enum WebSocketMessageKind: Sendable, Hashable, CustomStringConvertible {
+public enum MessageKind: Sendable, Hashable, CustomStringConvertible {
     /// A UTF-8 text message; the core has validated its encoding.
     case text
     /// An opaque binary message.

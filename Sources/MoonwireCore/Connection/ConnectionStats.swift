@@ -2,12 +2,12 @@
 /// its owner counts every message here, and nowhere else.
 ///
 /// ```swift
-/// var stats = TransportStats()
+/// var stats = ConnectionStats()
 /// stats.countSent(bytes: 5)
 /// stats.countReceived(bytes: 12)
 /// print(stats.messagesSent, stats.bytesReceived)   // 1 12
 /// ```
-public struct TransportStats: Sendable, Hashable {
+public struct ConnectionStats: Sendable, Hashable {
     /// Data messages sent.
     public var messagesSent = 0
     /// Data messages received.
