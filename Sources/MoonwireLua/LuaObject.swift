@@ -39,6 +39,15 @@ extension LuaState {
         lua_setmetatable(L, -2)
     }
 
+    /// Pushes a new userdata of class `name` for `object`, as ``push(object:class:)``,
+    /// and returns a reference to it: the handle by which Swift finds the object's Lua
+    /// side again (a connection's, a server's, a peer's, a timer's).
+    public func pushHandle(object: AnyObject, class name: String) -> LuaReference {
+        push(object: object, class: name)
+        pushValue(-1)
+        return reference()
+    }
+
     /// The object behind a userdata of class `name`, or nil (another type, or already released).
     public func object<T: AnyObject>(at index: Int32, class name: String, as _: T.Type = T.self) -> T? {
         // withCString: the class names are literals, read in place (the implicit

@@ -30,9 +30,7 @@ final class LuaServer: MessageServerDelegate {
         let p = LuaPeer(peer: peer, jsonCodec: jsonCodec)
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
-            lua.push(object: p, class: LuaPeer.className)
-            lua.pushValue(-1)
-            p.handle = lua.reference()
+            p.handle = lua.pushHandle(object: p, class: LuaPeer.className)
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in request.headers { headers[.text(name.lowercased())] = .text(value) }
             var table: [LuaValue: LuaValue] = [

@@ -115,15 +115,7 @@ extension ScriptRuntime {
 
     /// `host.connect(url, opts)`: the prelude has taken out the codec.
     func connect(_ args: LuaArguments) throws -> Int32 {
-        // Shutting down on a signal: whatever asks for something new ends here.
-        if shutdownCode != nil { throw LuaError.exit }
-        let text = try args.string(1)
-        let url: TransportURL
-        do {
-            url = try TransportURL(text)
-        } catch {
-            throw args.error(1, error.description)
-        }
+        let (text, url) = try endpoint(args, TransportURL.init)
         let opts = try args.value(2)
         let framer = LuaFramer(runtime: self)
         let parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
@@ -134,14 +126,24 @@ extension ScriptRuntime {
         c.jsonCodec = parsed.jsonCodec
         framer.connection = c
         managed.delegate = c
-        args.lua.push(object: c, class: LuaConnection.className)
-        args.lua.pushValue(-1)
-        c.handle = args.lua.reference()
+        c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
         connections[ObjectIdentifier(c)] = c
         metrics.dialing(c)
         // Dial on the next loop turn, so handlers set right after mw.connect see every event.
         eventLoop.execute { managed.start() }
         return 1
+    }
+
+    /// The URL that `mw.connect` or `mw.listen` got as argument 1, parsed; nothing new
+    /// starts once the runtime is shutting down on a signal.
+    func endpoint<URL>(_ args: LuaArguments, _ parse: (String) throws -> URL) throws -> (text: String, url: URL) {
+        if shutdownCode != nil { throw LuaError.exit }
+        let text = try args.string(1)
+        do {
+            return (text, try parse(text))
+        } catch {
+            throw args.error(1, "\(error)")
+        }
     }
 
     /// `opts.record` gets a file of its own; else `run --record`'s file, if any.
@@ -192,7 +194,14 @@ extension ScriptRuntime {
 
     /// Calls the prelude's dispatcher for `event` with the connection and what `push` pushes.
     func dispatch(_ event: ConnectionEvent, for c: LuaConnection, push: (LuaState) -> Int32) {
-        guard let dispatcher = connectionEvents[event.rawValue], let handle = c.handle, !finished else { return }
+        callDispatcher(connectionEvents[event.rawValue], with: c.handle, push: push)
+    }
+
+    /// Calls one of the prelude's dispatchers with an object's handle and what `push`
+    /// pushes: the one way events of connections, servers and peers enter Lua.
+    @inline(__always)
+    func callDispatcher(_ dispatcher: LuaReference?, with handle: LuaReference?, push: (LuaState) -> Int32) {
+        guard let dispatcher, let handle, !finished else { return }
         lua.push(dispatcher)
         lua.push(handle)
         let n = push(lua)

@@ -137,15 +137,7 @@ extension ScriptRuntime {
     /// `host.listen(url, opts)` → server | nil, err. The prelude has taken out the codec
     /// and a framing function.
     func listen(_ args: LuaArguments) throws -> Int32 {
-        // Shutting down on a signal: whatever asks for something new ends here.
-        if shutdownCode != nil { throw LuaError.exit }
-        let text = try args.string(1)
-        let url: ServerURL
-        do {
-            url = try ServerURL(text)
-        } catch {
-            throw args.error(1, error.description)
-        }
+        let url = try endpoint(args, ServerURL.init).url
         let opts: LuaValue
         do {
             opts = try args.lua.value(at: args.index(2))
@@ -191,9 +183,7 @@ extension ScriptRuntime {
         let s = LuaServer(runtime: self, server: server)
         s.jsonCodec = jsonCodec
         server.delegate = s
-        args.lua.push(object: s, class: LuaServer.className)
-        args.lua.pushValue(-1)
-        s.handle = args.lua.reference()
+        s.handle = args.lua.pushHandle(object: s, class: LuaServer.className)
         servers[ObjectIdentifier(s)] = s
         return 1
     }
@@ -274,11 +264,7 @@ extension ScriptRuntime {
     }
 
     func dispatch(_ event: ServerEvent, for s: LuaServer, push: (LuaState) -> Int32) {
-        guard let dispatcher = serverEvents[event.rawValue], let handle = s.handle, !finished else { return }
-        lua.push(dispatcher)
-        lua.push(handle)
-        let n = push(lua)
-        callIntoLua(arguments: 1 + n)
+        callDispatcher(serverEvents[event.rawValue], with: s.handle, push: push)
     }
 }
 

@@ -38,9 +38,7 @@ extension ScriptRuntime {
         let timer = LuaTimer()
         lua.pushValue(2)
         timer.callback = lua.reference()
-        lua.push(object: timer, class: LuaTimer.className)
-        lua.pushValue(-1)
-        timer.handle = lua.reference()
+        timer.handle = lua.pushHandle(object: timer, class: LuaTimer.className)
         let delay = TimeAmount.nanoseconds(Int64(seconds * 1e9))
         timer.scheduler = timers
         timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) { [weak self] in

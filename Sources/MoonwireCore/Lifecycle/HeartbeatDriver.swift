@@ -70,12 +70,15 @@ final class HeartbeatDriver {
     /// Something went out (a message, or a ping the script sent).
     @inline(__always)
     func didSend() {
+        // No heartbeat, nothing to time: no clock read on the message path.
+        guard self.monitor.configuration != nil else { return }
         self.monitor.didSend(at: self.clock.now())
     }
 
     /// A message arrived that does not match the heartbeat's `reply` pattern (or there is none).
     @inline(__always)
     func didReceiveMessage() {
+        guard self.monitor.configuration != nil else { return }
         if self.monitor.didReceiveMessage(at: self.clock.now()) { self.arm() }
     }
 
