@@ -1,6 +1,7 @@
 import ArgumentParser
 import CLuaShim
 import Foundation
+import MoonwireCore
 import MoonwireLua
 
 #if canImport(Glibc)
@@ -20,6 +21,8 @@ struct Moonwire: ParsableCommand {
     /// and exit 2 (argument-parser's own default would be 64).
     static func main() {
         MemoryTuning.apply()
+        // Every connection holds a descriptor: as many as the hard limit allows.
+        DescriptorLimit.raiseToHard()
         do {
             var command = try parseAsRoot()
             try command.run()

@@ -21,7 +21,7 @@ struct ListenEdgeTests {
             clients.append(client)
         }
         try child.waitForStderr("the back-off line") { $0.contains("cannot accept connections") }
-        #expect(child.stderr.contains("too many open files (this process may have 64, see ulimit -n)"), "\(child.stderr)")
+        #expect(child.stderr.contains("too many open files (this process may have 64 open; see ulimit -n)"), "\(child.stderr)")
 
         // Over two seconds of back-off the server uses little CPU: a spinning accept loop
         // takes all of a core (and logs nothing).
@@ -43,6 +43,41 @@ struct ListenEdgeTests {
         client.send([0x81, 0x82, 1, 2, 3, 4, 0x68 ^ 1, 0x69 ^ 2])
         #expect(client.read(4) == [0x81, 0x02, 0x68, 0x69])
         #expect(child.stderr.components(separatedBy: "cannot accept connections").count - 1 == 1, "\(child.stderr)")
+    }
+
+    /// Debian's soft limit (1 024) would stop a load test at about a thousand
+    /// connections: every command raises its soft limit to the hard one at start.
+    @Test func theSoftDescriptorLimitIsRaisedToTheHardOne() throws {
+        let script = try CommandRunner.script("limits.lua", """
+            for line in io.lines("/proc/self/limits") do
+              local soft, hard = line:match("^Max open files%s+(%d+)%s+(%d+)")
+              if soft then print(soft, hard) end
+            end
+            """)
+        let r = try CommandRunner.run(["-c", "ulimit -Sn 100 && exec \"$0\" run \"$1\"", CommandRunner.executable.path, script], tool: "bash")
+        #expect(r.status == 0, "\(r.stderr)")
+        let fields = r.stdout.split(whereSeparator: \.isWhitespace)
+        #expect(fields.count == 2 && fields[0] == fields[1], "\(r.stdout)")
+        #expect(fields.first != "100")
+    }
+
+    /// A dial refused for want of descriptors names the limit, as the server's accept does.
+    @Test func aDialOutOfDescriptorsNamesTheLimit() throws {
+        let script = try CommandRunner.script("many.lua", """
+            local server = assert(mw.listen("ws://127.0.0.1:0/"))
+            local url = server:url()
+            local conns, failed = {}, nil
+            for i = 1, 40 do
+              local c = mw.connect(url, { reconnect = false })
+              c:on_error(function(_, err) failed = failed or err end)
+              conns[i] = c
+            end
+            for _, c in ipairs(conns) do c:wait_open(0.2) end
+            print(failed)
+            mw.exit(0)
+            """)
+        let r = try CommandRunner.run(["-c", "ulimit -n 32 && exec \"$0\" run \"$1\"", CommandRunner.executable.path, script], tool: "bash")
+        #expect(r.stdout.contains("too many open files (this process may have 32 open; see ulimit -n)"), "\(r.stdout)\n\(r.stderr)")
     }
 }
 

@@ -27,21 +27,12 @@ public enum AcceptPause: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .paused(let code):
-            var reason = String(cString: strerror(code)).lowercased()
-            if code == EMFILE, let limit = Self.descriptorLimit() {
-                reason += " (this process may have \(limit), see ulimit -n)"
-            }
+            let reason = DescriptorLimit.explain(errno: code)
             return "cannot accept connections: \(reason); not accepting for now, retrying after "
                 + "\(AcceptBackoff.describe(AcceptBackoff.first)), then up to every \(AcceptBackoff.describe(AcceptBackoff.longest))"
         case .resumed(let after, let retries):
             return "accepting connections again, after \(AcceptBackoff.describe(after)) and \(retries) \(retries == 1 ? "retry" : "retries")"
         }
-    }
-
-    private static func descriptorLimit() -> UInt64? {
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
-        return UInt64(limit.rlim_cur)
     }
 }
 

@@ -69,7 +69,7 @@ enum DialError {
 
     static func describe(_ error: Error) -> String {
         if let io = error as? IOError {
-            return String(cString: strerror(io.errnoCode)).lowercased()
+            return DescriptorLimit.explain(errno: io.errnoCode)
         }
         return "\(error)"
     }
