@@ -219,7 +219,11 @@ public final class ServerPeer {
         guard !self.isConnected, !self.isClosed else { return }
         self.isConnected = true
         self.request.subprotocol = subprotocol
-        self.outbound.attach(self.channel)
+        switch self.link {
+        case .webSocket(let handler)?: self.outbound.attach(self.channel, link: .serverWebSocket(handler))
+        case .tcp(let handler)?: self.outbound.attach(self.channel, link: .tcp(handler))
+        case nil: break
+        }
         self.heartbeat.start()
         var request = self.request
         request.headers = headers
@@ -277,29 +281,20 @@ extension ServerPeer: HeartbeatOwner {
     }
 }
 
+/// The outbound budget's events; what it writes goes straight to the peer's handler.
 extension ServerPeer: OutboundWriter {
-    public func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
-        do {
-            switch (self.link, message.framed) {
-            case (.webSocket(let handler)?, false): try handler.send(message.data, kind: message.kind)
-            case (.webSocket(let handler)?, true): try handler.sendFrame(message.data)
-            case (.tcp(let handler)?, false): try handler.send(message.data)
-            case (.tcp(let handler)?, true): try handler.writeEncoded(message.data)
-            case (nil, _): return .down
-            }
-        } catch {
-            return self.isOpen ? .unsendable : .down
-        }
-        self.stats.countSent(bytes: message.payloadSize)
+    func outboundWrote(messages: Int, payloadBytes: Int) {
+        self.stats.countSent(bytes: payloadBytes, messages: messages)
         self.heartbeat.didSend()
-        return .written
     }
 
-    public func outboundDrained() {
+    var outboundTransportIsOpen: Bool { self.isOpen }
+
+    func outboundDrained() {
         self.server?.peerDrained(self)
     }
 
-    public func outboundFirstReachedBudget() {
+    func outboundFirstReachedBudget() {
         self.server?.peerReachedBudget(self)
     }
 }
