@@ -42,6 +42,15 @@ enum OutboundLink {
     case serverWebSocket(WebSocketHandler<ServerPeer>)
     case tcp(FramedChannelHandler)
 
+    /// Tells the handler which budget to wake when its channel becomes writable again.
+    func attach(_ budget: OutboundBuffer) {
+        switch self {
+        case .clientWebSocket(let handler): handler.budget = budget
+        case .serverWebSocket(let handler): handler.budget = budget
+        case .tcp(let handler): handler.budget = budget
+        }
+    }
+
     /// Frames and writes one message, or writes a finished frame as it is.
     @inline(__always)
     func write(_ message: OutboundMessage) throws(UsageError) {
@@ -213,7 +222,8 @@ public final class OutboundBuffer {
     // MARK: Channel
 
     /// The transport opened on `channel`, whose messages `link` carries: set its water
-    /// marks and watch its writability. Queued messages wait until ``isHeld`` is false (the
+    /// marks; the link's handler tells this buffer when the channel becomes writable again
+    /// (``channelBecameWritable(_:)``). Queued messages wait until ``isHeld`` is false (the
     /// caller sets it).
     func attach(_ channel: Channel, link: OutboundLink) {
         self.channel = channel
@@ -222,11 +232,14 @@ public final class OutboundBuffer {
         self.unflushed = 0
         let marks = ChannelOptions.Types.WriteBufferWaterMark(low: max(1, self.highWater / 2), high: self.highWater)
         try? channel.syncOptions?.setOption(.writeBufferWaterMark, value: marks)
-        let watcher = WritabilityWatcher { [weak self] channel in
-            guard let self, self.channel === channel else { return }
-            self.flush()
-        }
-        try? channel.pipeline.syncOperations.addHandler(watcher)
+        link.attach(self)
+    }
+
+    /// `channel` became writable again: what waited goes out (when it is still this
+    /// buffer's channel: a handler of an earlier connection may still hold the buffer).
+    func channelBecameWritable(_ channel: Channel) {
+        guard self.channel === channel else { return }
+        self.flush()
     }
 
     /// The transport went down: messages wait in the queue for the next ``attach(_:)``.
@@ -395,21 +408,5 @@ public final class OutboundBuffer {
         guard self.budgetReached, self.buffered < self.queue.byteLimit / 2, self.queue.count <= self.queue.limit / 2 else { return }
         self.budgetReached = false
         self.writer?.outboundDrained()
-    }
-}
-
-/// Tells its owner when the channel becomes writable again; added last in the pipeline.
-private final class WritabilityWatcher: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-
-    private let becameWritable: (Channel) -> Void
-
-    init(_ becameWritable: @escaping (Channel) -> Void) {
-        self.becameWritable = becameWritable
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        context.fireChannelWritabilityChanged()
-        if context.channel.isWritable { self.becameWritable(context.channel) }
     }
 }

@@ -148,7 +148,7 @@ extension LifecycleTests {
             channel.pipeline.syncOperations.removeHandler(handler, promise: nil)
             writer.outboundTransportIsOpen = false
             channel.isWritable = true
-            channel.pipeline.fireChannelWritabilityChanged()
+            buffer.flush()
             #expect(buffer.queued == 2)
             #expect(buffer.dropped == 0)
             buffer.detach()
