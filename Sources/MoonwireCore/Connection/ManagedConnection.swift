@@ -232,7 +232,9 @@ public final class ManagedConnection {
         if recorder != nil || tracing {
             return offer(ByteBuffer(bytes: bytes), kind: kind, direct: direct)
         }
-        return result(of: outbound.offer(bytes: bytes, kind: kind, direct: direct))
+        let offer = outbound.offer(bytes: bytes, kind: kind, direct: direct)
+        if offer == .sent { outboundWrote(messages: 1, payloadBytes: bytes.count) }
+        return result(of: offer)
     }
 
     /// Hands a message to the outbound budget: written now, queued, or refused.
@@ -240,6 +242,7 @@ public final class ManagedConnection {
         let offer = outbound.offer(OutboundMessage(data, kind: kind), direct: direct)
         switch offer {
         case .sent:
+            outboundWrote(messages: 1, payloadBytes: data.readableBytes)
             recorder?.message(data, kind: kind, outgoing: true)
             if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
         case .queued, .dropped:
@@ -307,7 +310,9 @@ public final class ManagedConnection {
         guard lifecycle.sendRoute == .send else { return }
         autoReplies += 1
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
-        _ = outbound.offer(OutboundMessage(reply, kind: kind), direct: true)
+        if outbound.offer(OutboundMessage(reply, kind: kind), direct: true) == .sent {
+            outboundWrote(messages: 1, payloadBytes: reply.readableBytes)
+        }
     }
 
     /// False for TCP: there is no ping, a heartbeat needs a message.

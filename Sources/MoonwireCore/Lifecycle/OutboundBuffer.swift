@@ -103,8 +103,9 @@ enum OutboundLink {
 /// What an ``OutboundBuffer`` tells the connection (client or server peer) it budgets
 /// for. None of it is on the way of a message: the buffer writes to the ``OutboundLink``.
 protocol OutboundWriter: AnyObject {
-    /// The buffer wrote `messages` messages of `payloadBytes` payload bytes in all (the
-    /// message counters, the heartbeat's idea of when we last sent).
+    /// The buffer wrote `messages` messages of `payloadBytes` payload bytes in all from its
+    /// queue (the message counters, the heartbeat's idea of when we last sent). A message
+    /// that ``OutboundBuffer/offer(_:direct:)`` answers `.sent` for is the caller's to count.
     func outboundWrote(messages: Int, payloadBytes: Int)
     /// The link refused a message: is the transport still open (then the message cannot be
     /// carried and is dropped), or going down (then it waits for the next open)?
@@ -255,9 +256,11 @@ public final class OutboundBuffer {
     /// Sends `message` now if the socket can take it, else queues it within the budget.
     /// With `direct`, it is written at once even ahead of the queue or while held (what
     /// `on_open` sends goes before what was queued); it still must fit the byte budget.
+    /// The caller counts a message answered `.sent` (the writer hears only of what the
+    /// queue wrote): no call back up per message.
     public func offer(_ message: OutboundMessage, direct: Bool = false) -> Offer {
         self.offer(
-            size: message.size, direct: direct, messages: message.count, payloadBytes: message.payloadSize,
+            size: message.size, direct: direct,
             write: { link throws(UsageError) in try link.write(message) },
             message: { message }, merge: nil
         )
@@ -271,8 +274,6 @@ public final class OutboundBuffer {
         self.offer(
             size: bytes.count,
             direct: direct,
-            messages: 1,
-            payloadBytes: bytes.count,
             write: { link throws(UsageError) in try link.write(bytes: bytes, kind: kind) },
             message: { self.link?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
             merge: { self.link?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
@@ -280,7 +281,7 @@ public final class OutboundBuffer {
     }
 
     private func offer(
-        size: Int, direct: Bool, messages: Int, payloadBytes: Int, write: (OutboundLink) throws(UsageError) -> Void,
+        size: Int, direct: Bool, write: (OutboundLink) throws(UsageError) -> Void,
         message: () -> OutboundMessage, merge: ((inout OutboundMessage) -> Bool)?
     ) -> Offer {
         if self.lastRefusal != nil { self.lastRefusal = nil }
@@ -297,7 +298,6 @@ public final class OutboundBuffer {
                 }
                 switch self.outcome(of: { () throws(UsageError) in try write(link) }) {
                 case .written:
-                    self.writer?.outboundWrote(messages: messages, payloadBytes: payloadBytes)
                     self.channelBufferedSeen = nil
                     self.unflushed += size
                     if self.unflushed >= self.highWater {

@@ -99,14 +99,21 @@ public final class ServerPeer {
     @discardableResult
     public func send(_ data: ByteBuffer, kind: MessageKind = .text) throws(UsageError) -> OutboundBuffer.Offer {
         guard self.isOpen else { throw UsageError("peer is not connected") }
-        let offer = self.outbound.offer(OutboundMessage(data, kind: kind))
+        let offer = self.offer(OutboundMessage(data, kind: kind))
         if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
         return offer
     }
 
     /// Offers a message already encoded for this kind of server (a broadcast's buffer).
     func offerEncoded(_ frame: ByteBuffer, kind: MessageKind, payloadSize: Int) -> OutboundBuffer.Offer {
-        self.outbound.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
+        self.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
+    }
+
+    /// Hands a message to the peer's budget, counting it when it was written at once.
+    func offer(_ message: OutboundMessage) -> OutboundBuffer.Offer {
+        let offer = self.outbound.offer(message)
+        if offer == .sent { self.outboundWrote(messages: message.count, payloadBytes: message.payloadSize) }
+        return offer
     }
 
     /// Messages waiting in the peer's queue.
@@ -128,7 +135,7 @@ public final class ServerPeer {
     public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard self.isOpen else { return }
         self.autoReplies += 1
-        _ = self.outbound.offer(OutboundMessage(reply, kind: kind))
+        _ = self.offer(OutboundMessage(reply, kind: kind))
     }
 
     /// Sends a WebSocket ping; throws for TCP.

@@ -60,7 +60,7 @@ extension LifecycleTests {
             buffer.writer = writer
             try Self.attach(buffer, to: channel, owner: writer)
             #expect(Self.offer("a", to: buffer) == .sent)
-            #expect(writer.wroteMessages == 1)
+            #expect(writer.wroteMessages == 0, "the caller counts what was sent at once")
             channel.isWritable = false
             #expect(Self.offer("b", to: buffer) == .queued)
             #expect(buffer.offer(Self.message("c")) == .queued)
@@ -70,7 +70,7 @@ extension LifecycleTests {
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
             #expect(try Self.written(channel) == ["a", "b", "c", "d"])
-            #expect(writer.wroteMessages == 4 && writer.wroteBytes == 4, "each message counted once, as it was written")
+            #expect(writer.wroteMessages == 3 && writer.wroteBytes == 3, "the queue's writes are told; \"a\" is the caller's to count")
         }
 
         static func message(_ text: String) -> OutboundMessage {
