@@ -421,32 +421,18 @@ public final class ClientConnection {
         self.stats.countSent(bytes: bytes.count)
     }
 
-    /// The message as a finished frame made now from bytes valid only for the call, when
-    /// the connection can make one that any later connection can carry as it is (an
-    /// uncompressed, unfragmented, masked WebSocket frame); nil otherwise (TCP: the
-    /// message waits as a copy of its payload).
-    public func frame(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> ByteBuffer? {
-        guard case .webSocket(let handler)? = self.link else { return nil }
-        return handler.frame(bytes: bytes, kind: kind)
-    }
-
-    /// Adds one more frame, made now from bytes valid only for the call, at the end of
-    /// `frames` (made by ``frame(bytes:kind:)``), when both are small enough to wait in one
-    /// buffer; false when it does not.
-    public func appendFrame(bytes: UnsafeRawBufferPointer, kind: MessageKind, to frames: inout ByteBuffer) -> Bool {
-        guard case .webSocket(let handler)? = self.link else { return false }
-        return handler.appendFrame(bytes: bytes, kind: kind, to: &frames)
-    }
-
-    /// Writes frames made by ``frame(bytes:kind:)`` (and ``appendFrame(bytes:kind:to:)``):
-    /// `messages` messages of `payloadSize` payload bytes in all. Throws when not open.
-    public func sendFrame(_ frame: ByteBuffer, payloadSize: Int, messages: Int) throws(UsageError) {
+    /// The open connection's handler, for the outbound budget to write to; nil when not open.
+    var outboundLink: OutboundLink? {
         switch self.link {
-        case .webSocket(let handler)?: try handler.sendFrame(frame)
-        case .tcp?: throw UsageError("this transport sends no prepared frames")
-        case nil: throw Self.notOpen
+        case .webSocket(let handler)?: return .clientWebSocket(handler)
+        case .tcp(let handler)?: return .tcp(handler)
+        case nil: return nil
         }
-        self.stats.countSent(bytes: payloadSize, messages: messages)
+    }
+
+    /// Counts messages the outbound budget wrote to the handler.
+    func countSent(bytes: Int, messages: Int) {
+        self.stats.countSent(bytes: bytes, messages: messages)
     }
 
     /// Sends one fragment of a WebSocket message built piece by piece; the message ends

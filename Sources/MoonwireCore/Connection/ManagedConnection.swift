@@ -141,7 +141,7 @@ public final class ManagedConnection {
     private var urlText: String
     /// Why the open transport refused the last message `send` answered `.closed` for
     /// (a TCP framing cannot carry it), or nil.
-    public private(set) var lastRefusal: String?
+    public var lastRefusal: String? { outbound.lastRefusal }
     private let manualReady: Bool
     private let autoReply: AutoReply?
     private var autoReplies = 0
@@ -232,16 +232,17 @@ public final class ManagedConnection {
         if recorder != nil || tracing {
             return offer(ByteBuffer(bytes: bytes), kind: kind, direct: direct)
         }
-        lastRefusal = nil
-        return result(of: outbound.offer(bytes: bytes, kind: kind, direct: direct))
+        let offer = outbound.offer(bytes: bytes, kind: kind, direct: direct)
+        if offer == .sent { outboundWrote(messages: 1, payloadBytes: bytes.count) }
+        return result(of: offer)
     }
 
     /// Hands a message to the outbound budget: written now, queued, or refused.
     private func offer(_ data: ByteBuffer, kind: MessageKind, direct: Bool) -> SendResult {
-        lastRefusal = nil
         let offer = outbound.offer(OutboundMessage(data, kind: kind), direct: direct)
         switch offer {
         case .sent:
+            outboundWrote(messages: 1, payloadBytes: data.readableBytes)
             recorder?.message(data, kind: kind, outgoing: true)
             if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, data))") }
         case .queued, .dropped:
@@ -309,7 +310,9 @@ public final class ManagedConnection {
         guard lifecycle.sendRoute == .send else { return }
         autoReplies += 1
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
-        _ = outbound.offer(OutboundMessage(reply, kind: kind), direct: true)
+        if outbound.offer(OutboundMessage(reply, kind: kind), direct: true) == .sent {
+            outboundWrote(messages: 1, payloadBytes: reply.readableBytes)
+        }
     }
 
     /// False for TCP: there is no ping, a heartbeat needs a message.
@@ -459,14 +462,14 @@ extension ManagedConnection: ClientConnectionDelegate {
         guard !ignoringSocket else { return }
         openInfo = info
         recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
-        if let channel = socket.currentChannel {
+        if let channel = socket.currentChannel, let link = socket.outboundLink {
             // What waited for the open goes after what on_open sends: held until the
             // handlers ran, while their sends go straight out. With nothing waiting,
             // nothing is held and the budget applies as usual; `ready = "manual"` holds
             // the queue until ready().
             openingHandlers = !outbound.queue.isEmpty
             outbound.isHeld = openingHandlers || holding
-            outbound.attach(channel)
+            outbound.attach(channel, link: link)
             if readingPaused { try? channel.syncOptions?.setOption(.autoRead, value: false) }
         }
         drive(lifecycle.opened())
@@ -508,49 +511,16 @@ extension ManagedConnection: ClientConnectionDelegate {
     }
 }
 
-/// What the outbound budget writes goes straight to the client connection.
+/// The outbound budget's events; what it writes goes straight to the connection's handler.
 extension ManagedConnection: OutboundWriter {
-    func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
-        if message.framed {
-            return write { () throws(UsageError) in try socket.sendFrame(message.data, payloadSize: message.payloadSize, messages: message.count) }
-        }
-        return write { () throws(UsageError) in try socket.send(message.data, kind: message.kind) }
-    }
-
-    /// A message that has to wait: framed now (its only copy) when the socket can make a
-    /// frame that stays valid after a reconnect, else a copy of the payload.
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage {
-        guard let frame = socket.frame(bytes: bytes, kind: kind) else { return OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) }
-        return OutboundMessage(frame: frame, kind: kind, payloadSize: bytes.count)
-    }
-
-    /// One more small message waiting in the frames of the ones before it.
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool {
-        guard message.framed, socket.appendFrame(bytes: bytes, kind: kind, to: &message.data) else { return false }
-        message.payloadSize += bytes.count
-        message.count += 1
-        return true
-    }
-
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome {
-        write { () throws(UsageError) in try socket.send(bytes: bytes, kind: kind) }
-    }
-
-    /// The connection's handler is the one that knows whether it can send: it is asked,
-    /// and only a refusal looks at why.
-    private func write(_ send: () throws(UsageError) -> Void) -> OutboundBuffer.WriteOutcome {
-        do {
-            try send()
-        } catch where socket.state == .open {
-            // Refused by a transport that is open: a message it cannot carry (a TCP framing's limits).
-            lastRefusal = error.description
-            return .unsendable
-        } catch {
-            return .down
-        }
+    func outboundWrote(messages: Int, payloadBytes: Int) {
+        socket.countSent(bytes: payloadBytes, messages: messages)
         heartbeat.didSend()
-        return .written
     }
+
+    /// The handler refused a message: only an open connection's refusal means it cannot
+    /// carry it (a TCP framing's limits).
+    var outboundTransportIsOpen: Bool { socket.state == .open }
 
     func outboundDrained() {
         delegate?.managedConnectionDidDrain(self)

@@ -34,44 +34,88 @@ public struct OutboundMessage {
     var size: Int { self.data.readableBytes }
 }
 
-/// What an ``OutboundBuffer`` sends through: the transport of a connection or server peer.
-protocol OutboundWriter: AnyObject {
-    /// Hands one message to the transport.
-    func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome
-    /// Hands one message to the transport from bytes valid only for the call.
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome
+/// The handler that carries an open connection's messages: what an ``OutboundBuffer``
+/// writes to, directly (a concrete handler per case, no call through the connection's
+/// owner). One implementation for both roles and both transports.
+enum OutboundLink {
+    case clientWebSocket(WebSocketHandler<ClientConnection>)
+    case serverWebSocket(WebSocketHandler<ServerPeer>)
+    case tcp(FramedChannelHandler)
+
+    /// Tells the handler which budget to wake when its channel becomes writable again.
+    func attach(_ budget: OutboundBuffer) {
+        switch self {
+        case .clientWebSocket(let handler): handler.budget = budget
+        case .serverWebSocket(let handler): handler.budget = budget
+        case .tcp(let handler): handler.budget = budget
+        }
+    }
+
+    /// Frames and writes one message, or writes a finished frame as it is.
+    @inline(__always)
+    func write(_ message: OutboundMessage) throws(UsageError) {
+        switch self {
+        case .clientWebSocket(let handler):
+            if message.framed { try handler.sendFrame(message.data) } else { try handler.send(message.data, kind: message.kind) }
+        case .serverWebSocket(let handler):
+            if message.framed { try handler.sendFrame(message.data) } else { try handler.send(message.data, kind: message.kind) }
+        case .tcp(let handler):
+            if message.framed { try handler.writeEncoded(message.data) } else { try handler.send(message.data) }
+        }
+    }
+
+    /// Frames and writes one message from bytes valid only for the call: a WebSocket frames
+    /// them without first copying them into a buffer of their own; TCP's framing encodes
+    /// from a copy.
+    @inline(__always)
+    func write(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) {
+        switch self {
+        case .clientWebSocket(let handler): try handler.send(bytes: bytes, kind: kind)
+        case .serverWebSocket(let handler): try handler.send(bytes: bytes, kind: kind)
+        case .tcp(let handler): try handler.send(ByteBuffer(bytes: bytes))
+        }
+    }
+
     /// The form in which a message from bytes valid only for the call waits in the queue:
-    /// its own copy of the payload, or the finished frame when the transport can make one
-    /// now that stays valid on a later connection too (the payload's only copy).
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage
-    /// Adds a message from bytes valid only for the call to `message`, a frame made by
-    /// ``queuedMessage(bytes:kind:)`` still waiting at the end of the queue, as one more
-    /// frame after it, so that small messages wait (and later go out) in one buffer.
-    /// Returns false when it cannot: the message then waits on its own.
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool
+    /// a client's masked, uncompressed frame made now, which stays valid on a later
+    /// connection too (the payload's only copy); else a copy of the payload.
+    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage {
+        guard case .clientWebSocket(let handler) = self, let frame = handler.frame(bytes: bytes, kind: kind) else {
+            return OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
+        }
+        return OutboundMessage(frame: frame, kind: kind, payloadSize: bytes.count)
+    }
+
+    /// Adds a message from bytes valid only for the call to `message`, frames made by
+    /// ``queuedMessage(bytes:kind:)`` still waiting at the end of the queue, so that small
+    /// messages wait (and later go out) in one buffer. False when it cannot: the message
+    /// then waits on its own.
+    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool {
+        guard message.framed, case .clientWebSocket(let handler) = self,
+            handler.appendFrame(bytes: bytes, kind: kind, to: &message.data)
+        else { return false }
+        message.payloadSize += bytes.count
+        message.count += 1
+        return true
+    }
+}
+
+/// What an ``OutboundBuffer`` tells the connection (client or server peer) it budgets
+/// for. None of it is on the way of a message: the buffer writes to the ``OutboundLink``.
+protocol OutboundWriter: AnyObject {
+    /// The buffer wrote `messages` messages of `payloadBytes` payload bytes in all from its
+    /// queue (the message counters, the heartbeat's idea of when we last sent). A message
+    /// that ``OutboundBuffer/offer(_:direct:)`` answers `.sent` for is the caller's to count.
+    func outboundWrote(messages: Int, payloadBytes: Int)
+    /// The link refused a message: is the transport still open (then the message cannot be
+    /// carried and is dropped), or going down (then it waits for the next open)?
+    var outboundTransportIsOpen: Bool { get }
     /// `buffered` fell back under half the byte budget after the budget was reached
     /// (`on_drain`, and what `drain()` waits for).
     func outboundDrained()
     /// The budget turned a message away (refused or dropped) for the first time on this
     /// connection: the one warning the log gets.
     func outboundFirstReachedBudget()
-}
-
-extension OutboundWriter {
-    /// Copies the bytes into a buffer of their own and writes that.
-    func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome {
-        self.writeOutbound(OutboundMessage(ByteBuffer(bytes: bytes), kind: kind))
-    }
-
-    /// A copy of the payload.
-    func queuedMessage(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundMessage {
-        OutboundMessage(ByteBuffer(bytes: bytes), kind: kind)
-    }
-
-    /// Never: every message waits on its own.
-    func mergeQueued(bytes: UnsafeRawBufferPointer, kind: MessageKind, into message: inout OutboundMessage) -> Bool {
-        false
-    }
 }
 
 /// The outbound budget of one connection (client or server peer, WebSocket or TCP): what
@@ -92,7 +136,7 @@ extension OutboundWriter {
 ///
 /// All methods must be called on the channel's event loop.
 public final class OutboundBuffer {
-    /// How ``OutboundWriter/writeOutbound(_:)`` went.
+    /// How a write to the link went.
     public enum WriteOutcome: Sendable, Hashable {
         /// The transport took it.
         case written
@@ -121,8 +165,11 @@ public final class OutboundBuffer {
 
     /// The messages waiting.
     public private(set) var queue: SendQueue<OutboundMessage>
-    /// Receives what is written and the budget's events; held weakly.
+    /// Receives the budget's events; held weakly.
     weak var writer: OutboundWriter?
+    /// Why the open transport refused the last message it could not carry (a TCP
+    /// framing's limits), or nil.
+    public private(set) var lastRefusal: String?
     /// Keeps the queue waiting although a channel is attached; releasing it flushes.
     public var isHeld = false {
         didSet { if oldValue && !self.isHeld { self.flush() } }
@@ -134,6 +181,8 @@ public final class OutboundBuffer {
     public let highWater: Int
 
     private var channel: Channel?
+    /// The handler of the attached channel: what messages are written to.
+    private var link: OutboundLink?
     /// What the channel held when last asked (asking goes through NIO's option lookup,
     /// which costs about as much as framing a small message), kept until this buffer
     /// writes to the channel again: in between, the socket can only take bytes away, so
@@ -173,24 +222,31 @@ public final class OutboundBuffer {
 
     // MARK: Channel
 
-    /// The transport opened on `channel`: set its water marks and watch its writability.
-    /// Queued messages wait until ``isHeld`` is false (the caller sets it).
-    public func attach(_ channel: Channel) {
+    /// The transport opened on `channel`, whose messages `link` carries: set its water
+    /// marks; the link's handler tells this buffer when the channel becomes writable again
+    /// (``channelBecameWritable(_:)``). Queued messages wait until ``isHeld`` is false (the
+    /// caller sets it).
+    func attach(_ channel: Channel, link: OutboundLink) {
         self.channel = channel
+        self.link = link
         self.channelBufferedSeen = nil
         self.unflushed = 0
         let marks = ChannelOptions.Types.WriteBufferWaterMark(low: max(1, self.highWater / 2), high: self.highWater)
         try? channel.syncOptions?.setOption(.writeBufferWaterMark, value: marks)
-        let watcher = WritabilityWatcher { [weak self] channel in
-            guard let self, self.channel === channel else { return }
-            self.flush()
-        }
-        try? channel.pipeline.syncOperations.addHandler(watcher)
+        link.attach(self)
+    }
+
+    /// `channel` became writable again: what waited goes out (when it is still this
+    /// buffer's channel: a handler of an earlier connection may still hold the buffer).
+    func channelBecameWritable(_ channel: Channel) {
+        guard self.channel === channel else { return }
+        self.flush()
     }
 
     /// The transport went down: messages wait in the queue for the next ``attach(_:)``.
     public func detach() {
         self.channel = nil
+        self.link = nil
         self.channelBufferedSeen = nil
         self.unflushed = 0
     }
@@ -200,9 +256,14 @@ public final class OutboundBuffer {
     /// Sends `message` now if the socket can take it, else queues it within the budget.
     /// With `direct`, it is written at once even ahead of the queue or while held (what
     /// `on_open` sends goes before what was queued); it still must fit the byte budget.
+    /// The caller counts a message answered `.sent` (the writer hears only of what the
+    /// queue wrote): no call back up per message.
     public func offer(_ message: OutboundMessage, direct: Bool = false) -> Offer {
-        self.offer(size: message.size, direct: direct, write: { self.writer?.writeOutbound(message) ?? .down }, message: { message },
-                   merge: nil)
+        self.offer(
+            size: message.size, direct: direct,
+            write: { link throws(UsageError) in try link.write(message) },
+            message: { message }, merge: nil
+        )
     }
 
     /// Like ``offer(_:direct:)`` for bytes valid only for the call (a Lua string's): written
@@ -213,18 +274,19 @@ public final class OutboundBuffer {
         self.offer(
             size: bytes.count,
             direct: direct,
-            write: { self.writer?.writeOutbound(bytes: bytes, kind: kind) ?? .down },
-            message: { self.writer?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
-            merge: { self.writer?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
+            write: { link throws(UsageError) in try link.write(bytes: bytes, kind: kind) },
+            message: { self.link?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
+            merge: { self.link?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
         )
     }
 
     private func offer(
-        size: Int, direct: Bool, write: () -> WriteOutcome, message: () -> OutboundMessage,
-        merge: ((inout OutboundMessage) -> Bool)?
+        size: Int, direct: Bool, write: (OutboundLink) throws(UsageError) -> Void,
+        message: () -> OutboundMessage, merge: ((inout OutboundMessage) -> Bool)?
     ) -> Offer {
+        if self.lastRefusal != nil { self.lastRefusal = nil }
         guard size <= self.queue.byteLimit else { return .tooLarge }
-        if let channel = self.channel {
+        if let channel = self.channel, let link = self.link {
             // A message that could pass the budget on top of what the channel holds (only a
             // large one can) goes through the queue, which counts both.
             let straight = direct || (!self.isHeld && self.queue.isEmpty && channel.isWritable
@@ -234,7 +296,7 @@ public final class OutboundBuffer {
                     self.reached()
                     return .full
                 }
-                switch write() {
+                switch self.outcome(of: { () throws(UsageError) in try write(link) }) {
                 case .written:
                     self.channelBufferedSeen = nil
                     self.unflushed += size
@@ -279,16 +341,20 @@ public final class OutboundBuffer {
     /// checks whether the budget drained. Called when the channel becomes writable again,
     /// and by the owner after the open (``isHeld`` released).
     public func flush() {
-        guard let channel = self.channel, !self.isHeld, !self.flushing else { return }
+        guard let channel = self.channel, let link = self.link, !self.isHeld, !self.flushing else { return }
         self.flushing = true
         defer { self.flushing = false }
+        var wrote = (messages: 0, payloadBytes: 0)
+        defer { if wrote.messages > 0 { self.writer?.outboundWrote(messages: wrote.messages, payloadBytes: wrote.payloadBytes) } }
         flushing: while !self.queue.isEmpty && channel.isWritable && self.channel === channel {
             var batch = 0
             while batch < self.highWater, let item = self.queue.popFirstItem() {
-                switch self.writer?.writeOutbound(item.message) ?? .down {
+                switch self.outcome(of: { () throws(UsageError) in try link.write(item.message) }) {
                 case .written:
                     self.channelBufferedSeen = nil
                     batch += item.size
+                    wrote.messages += item.message.count
+                    wrote.payloadBytes += item.message.payloadSize
                 case .unsendable:
                     self.queue.countDropped(item.count)
                 case .down:
@@ -301,6 +367,21 @@ public final class OutboundBuffer {
         }
         self.unflushed = 0
         self.checkDrained()
+    }
+
+    /// How a write to the link went: written, or refused by a transport that is open (a
+    /// message it cannot carry, whose reason is kept in ``lastRefusal``) or going down.
+    @inline(__always)
+    private func outcome(of write: () throws(UsageError) -> Void) -> WriteOutcome {
+        do {
+            try write()
+            return .written
+        } catch where self.writer?.outboundTransportIsOpen ?? false {
+            self.lastRefusal = error.description
+            return .unsendable
+        } catch {
+            return .down
+        }
     }
 
     /// Counts a message the owner could not offer (a broadcast a full peer missed).
@@ -327,21 +408,5 @@ public final class OutboundBuffer {
         guard self.budgetReached, self.buffered < self.queue.byteLimit / 2, self.queue.count <= self.queue.limit / 2 else { return }
         self.budgetReached = false
         self.writer?.outboundDrained()
-    }
-}
-
-/// Tells its owner when the channel becomes writable again; added last in the pipeline.
-private final class WritabilityWatcher: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-
-    private let becameWritable: (Channel) -> Void
-
-    init(_ becameWritable: @escaping (Channel) -> Void) {
-        self.becameWritable = becameWritable
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        context.fireChannelWritabilityChanged()
-        if context.channel.isWritable { self.becameWritable(context.channel) }
     }
 }

@@ -125,7 +125,7 @@ public final class MessageServer {
         for peer in self.peers where peer.isOpen {
             let offer: OutboundBuffer.Offer
             if peer.deflate != nil {
-                offer = peer.outbound.offer(OutboundMessage(data, kind: kind))
+                offer = peer.offer(OutboundMessage(data, kind: kind))
             } else {
                 offer = peer.offerEncoded(shared, kind: kind, payloadSize: data.readableBytes)
             }

@@ -99,14 +99,21 @@ public final class ServerPeer {
     @discardableResult
     public func send(_ data: ByteBuffer, kind: MessageKind = .text) throws(UsageError) -> OutboundBuffer.Offer {
         guard self.isOpen else { throw UsageError("peer is not connected") }
-        let offer = self.outbound.offer(OutboundMessage(data, kind: kind))
+        let offer = self.offer(OutboundMessage(data, kind: kind))
         if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
         return offer
     }
 
     /// Offers a message already encoded for this kind of server (a broadcast's buffer).
     func offerEncoded(_ frame: ByteBuffer, kind: MessageKind, payloadSize: Int) -> OutboundBuffer.Offer {
-        self.outbound.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
+        self.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
+    }
+
+    /// Hands a message to the peer's budget, counting it when it was written at once.
+    func offer(_ message: OutboundMessage) -> OutboundBuffer.Offer {
+        let offer = self.outbound.offer(message)
+        if offer == .sent { self.outboundWrote(messages: message.count, payloadBytes: message.payloadSize) }
+        return offer
     }
 
     /// Messages waiting in the peer's queue.
@@ -128,7 +135,7 @@ public final class ServerPeer {
     public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard self.isOpen else { return }
         self.autoReplies += 1
-        _ = self.outbound.offer(OutboundMessage(reply, kind: kind))
+        _ = self.offer(OutboundMessage(reply, kind: kind))
     }
 
     /// Sends a WebSocket ping; throws for TCP.
@@ -219,7 +226,11 @@ public final class ServerPeer {
         guard !self.isConnected, !self.isClosed else { return }
         self.isConnected = true
         self.request.subprotocol = subprotocol
-        self.outbound.attach(self.channel)
+        switch self.link {
+        case .webSocket(let handler)?: self.outbound.attach(self.channel, link: .serverWebSocket(handler))
+        case .tcp(let handler)?: self.outbound.attach(self.channel, link: .tcp(handler))
+        case nil: break
+        }
         self.heartbeat.start()
         var request = self.request
         request.headers = headers
@@ -277,29 +288,20 @@ extension ServerPeer: HeartbeatOwner {
     }
 }
 
+/// The outbound budget's events; what it writes goes straight to the peer's handler.
 extension ServerPeer: OutboundWriter {
-    public func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
-        do {
-            switch (self.link, message.framed) {
-            case (.webSocket(let handler)?, false): try handler.send(message.data, kind: message.kind)
-            case (.webSocket(let handler)?, true): try handler.sendFrame(message.data)
-            case (.tcp(let handler)?, false): try handler.send(message.data)
-            case (.tcp(let handler)?, true): try handler.writeEncoded(message.data)
-            case (nil, _): return .down
-            }
-        } catch {
-            return self.isOpen ? .unsendable : .down
-        }
-        self.stats.countSent(bytes: message.payloadSize)
+    func outboundWrote(messages: Int, payloadBytes: Int) {
+        self.stats.countSent(bytes: payloadBytes, messages: messages)
         self.heartbeat.didSend()
-        return .written
     }
 
-    public func outboundDrained() {
+    var outboundTransportIsOpen: Bool { self.isOpen }
+
+    func outboundDrained() {
         self.server?.peerDrained(self)
     }
 
-    public func outboundFirstReachedBudget() {
+    func outboundFirstReachedBudget() {
         self.server?.peerReachedBudget(self)
     }
 }

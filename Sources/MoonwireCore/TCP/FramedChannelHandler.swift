@@ -47,7 +47,8 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var context: ChannelHandlerContext?
     private var ending: Ending?
     private var reported = false
-    private var flushes = FlushBatching()
+    /// Flush batching and writability (``ChannelOutbound``, shared with ``WebSocketHandler``).
+    private let outbound = ChannelOutbound()
     private var closeTimer: ClockTask?
 
     init(framing: TCPFraming, closeTimeout: TimeAmount, owner: FramedChannelOwner) {
@@ -84,7 +85,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .framing = self.ending { return }
         if case .aborted = self.ending { return }
-        self.flushes.readStarted()
+        self.outbound.readStarted()
         self.reader.append(self.unwrapInboundIn(data))
         do {
             while let message = try self.reader.next() {
@@ -100,10 +101,18 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if self.flushes.readEnded() {
-            context.flush()
-        }
+        self.outbound.readComplete(context)
         context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        self.outbound.writabilityChanged(context)
+    }
+
+    /// The connection's send budget, told when the channel becomes writable again.
+    var budget: OutboundBuffer? {
+        get { self.outbound.budget }
+        set { self.outbound.budget = newValue }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -177,12 +186,10 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private func write(_ bytes: ByteBuffer) {
         guard let context = self.context else { return }
-        context.write(self.wrapOutboundOut(bytes), promise: nil)
-        self.flushes.wrote(self, loop: context.eventLoop)
+        self.outbound.write(bytes, context: context, flusher: self)
     }
 
     func flushAtEndOfTick() {
-        self.flushes.scheduledFlushRuns()
-        self.context?.flush()
+        self.outbound.flushAtEndOfTick(self.context)
     }
 }

@@ -30,10 +30,12 @@ extension ClientConnection: WebSocketHandlerOwner {}
 /// who ends TCP once the close handshake is over (the server, RFC 6455 §7.1.1: right
 /// after the last frame went out; a client waits for it, at most `closeTimeout`).
 ///
-/// Writes made while a read is delivered go out with one flush at channelReadComplete,
-/// others with one flush at the end of the loop tick (``FlushBatching``). Small messages
-/// from a caller's bytes are framed into one shared buffer (``gathered``). A write from
-/// outside (raw bytes, the send budget's) goes after what was gathered before it.
+/// The outbound side is ``ChannelOutbound``, shared with ``FramedChannelHandler``: writes
+/// made while a read is delivered go out with one flush at channelReadComplete, others
+/// with one flush at the end of the loop tick. Small messages from a caller's bytes are
+/// framed into one shared buffer. A write from outside (raw bytes) goes after what was
+/// gathered before it. The connection's send budget (``OutboundBuffer``) writes to this
+/// handler and hears from it when the channel becomes writable again.
 ///
 /// ```swift
 /// let handler = WebSocketHandler(role: .server, owner: peer, maxMessage: 1 << 20, deflate: nil, closeTimeout: .seconds(5))
@@ -46,12 +48,11 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// Messages up to this size are framed into one shared buffer (``gathered``) rather
-    /// than a buffer each: a burst of small messages then costs the channel one write.
+    /// Messages up to this size are framed into one shared buffer (``ChannelOutbound``'s
+    /// gathered buffer) rather than a buffer each: a burst of small messages then costs the
+    /// channel one write.
     static var gatherMessageLimit: Int { 4096 }
-    /// ``gathered`` goes to the channel once it holds this much, so what the channel's
-    /// water marks (and `buffered`) do not see yet stays small.
-    static var gatherBufferLimit: Int { 64 * 1024 }
+    static var gatherBufferLimit: Int { ChannelOutbound.gatherBufferLimit }
 
     let role: WebSocketRole
     private var inbound: WebSocketInbound
@@ -67,10 +68,8 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     private var context: ChannelHandlerContext?
     /// True once the outcome is decided (failure, close handshake): later input is ignored.
     private var discarding = false
-    private var flushes = FlushBatching()
-    /// Small frames made since the last write to the channel, in order: written ahead of
-    /// any other frame and at every flush.
-    private var gathered: ByteBuffer?
+    /// Gathering, flush batching and writability.
+    private let outbound = ChannelOutbound()
     private var closeTimer: ClockTask?
     /// The kind and compression of an outbound message being sent in fragments.
     private var outboundMessage: (kind: MessageKind, compressed: Bool)?
@@ -104,7 +103,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
-        self.gathered = nil
+        self.outbound.removed()
         self.closeTimer?.cancel()
         self.owner = nil
         // A server peer outlives its connection while a script holds it, which for a Lua
@@ -120,7 +119,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = self.unwrapInboundIn(data)
-        self.flushes.readStarted()
+        self.outbound.readStarted()
         // Everything complete in this read, until more bytes are needed or the outcome is
         // decided.
         while !self.discarding {
@@ -151,11 +150,18 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if self.flushes.readEnded() {
-            self.writeGathered(context)
-            context.flush()
-        }
+        self.outbound.readComplete(context)
         context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        self.outbound.writabilityChanged(context)
+    }
+
+    /// The connection's send budget, told when the channel becomes writable again.
+    var budget: OutboundBuffer? {
+        get { self.outbound.budget }
+        set { self.outbound.budget = newValue }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -218,15 +224,11 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
             self.write(self.encoder.frame(kind.opcode, payload: bytes, allocator: context.channel.allocator))
             return
         }
-        var gathered = self.gathered.take()
-            ?? context.channel.allocator.buffer(capacity: max(512, WebSocketFrameEncoder.maxHeaderSize + bytes.count))
+        var gathered = self.outbound.takeGathered(
+            capacity: max(512, WebSocketFrameEncoder.maxHeaderSize + bytes.count), allocator: context.channel.allocator
+        )
         self.encoder.append(kind.opcode, payload: bytes, to: &gathered)
-        if gathered.readableBytes >= Self.gatherBufferLimit {
-            context.write(self.wrapOutboundOut(gathered), promise: nil)
-        } else {
-            self.gathered = gathered
-        }
-        self.flushes.wrote(self, loop: context.eventLoop)
+        self.outbound.gathered(gathered, context: context, flusher: self)
     }
 
     /// True when a message of `size` bytes goes out as one uncompressed frame (not
@@ -355,36 +357,24 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
 
     private func write(_ frame: ByteBuffer) {
         guard let context = self.context else { return }
-        self.writeGathered(context)
-        context.write(self.wrapOutboundOut(frame), promise: nil)
-        self.flushes.wrote(self, loop: context.eventLoop)
+        self.outbound.write(frame, context: context, flusher: self)
     }
 
     func flushAtEndOfTick() {
-        self.flushes.scheduledFlushRuns()
-        guard let context = self.context else { return }
-        self.writeGathered(context)
-        context.flush()
-    }
-
-    /// Hands the gathered small frames to the channel.
-    private func writeGathered(_ context: ChannelHandlerContext) {
-        if let gathered = self.gathered.take() {
-            context.write(self.wrapOutboundOut(gathered), promise: nil)
-        }
+        self.outbound.flushAtEndOfTick(self.context)
     }
 
     // MARK: Outbound from the channel
 
     /// A write from outside this handler (raw bytes) goes after the frames gathered before it.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        self.writeGathered(context)
+        self.outbound.writeGathered(context)
         context.write(data, promise: promise)
     }
 
     /// A flush from outside (the send budget's) writes the gathered frames too.
     func flush(context: ChannelHandlerContext) {
-        self.writeGathered(context)
+        self.outbound.writeGathered(context)
         context.flush()
     }
 
@@ -426,7 +416,7 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     /// close timer drops TCP if that does not happen in time.
     private func closeHandshakeEnded() {
         if self.role == .server, let context = self.context {
-            self.writeGathered(context)
+            self.outbound.writeGathered(context)
             let flushed = context.eventLoop.makePromise(of: Void.self)
             context.write(self.wrapOutboundOut(ByteBuffer()), promise: flushed)
             context.flush()

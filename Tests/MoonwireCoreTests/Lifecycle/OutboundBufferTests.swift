@@ -8,36 +8,42 @@ extension LifecycleTests {
     /// The budget's rules on an embedded channel whose writability the test sets; the
     /// same over real sockets is in moonwireTests/BackpressureTests.
     @Suite struct OutboundBufferTests {
-        final class Writer: OutboundWriter {
-            var written: [String] = []
+        /// The buffer's owner: counts what the buffer says it wrote and its events.
+        final class Writer: OutboundWriter, FramedChannelOwner {
+            var wroteMessages = 0
+            var wroteBytes = 0
             var drained = 0
             var warnings = 0
-            var outcome = OutboundBuffer.WriteOutcome.written
+            var outboundTransportIsOpen = true
 
-            func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
-                if self.outcome == .written { self.written.append(String(buffer: message.data)) }
-                return self.outcome
+            func outboundWrote(messages: Int, payloadBytes: Int) {
+                self.wroteMessages += messages
+                self.wroteBytes += payloadBytes
             }
             func outboundDrained() { self.drained += 1 }
             func outboundFirstReachedBudget() { self.warnings += 1 }
+            func framedChannelReceived(_ message: ByteBuffer) {}
+            func framedChannelFailed(_ error: TCPFramingError) {}
+            func framedChannelClosed(_ info: CloseInfo) {}
         }
 
-        /// Records which path a message took: straight from the caller's bytes, or as a buffer.
-        final class BytesWriter: OutboundWriter {
-            var written: [String] = []
-            var fromBytes = 0
+        /// Attaches `buffer` to `channel` through a raw TCP link (each message written as it
+        /// is), as a connection does at its open.
+        @discardableResult
+        static func attach(_ buffer: OutboundBuffer, to channel: EmbeddedChannel, owner: Writer) throws -> FramedChannelHandler {
+            let handler = FramedChannelHandler(framing: .raw, closeTimeout: .seconds(5), owner: owner)
+            try channel.pipeline.syncOperations.addHandler(handler)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
+            buffer.attach(channel, link: .tcp(handler))
+            return handler
+        }
 
-            func writeOutbound(_ message: OutboundMessage) -> OutboundBuffer.WriteOutcome {
-                self.written.append(String(buffer: message.data))
-                return .written
-            }
-            func writeOutbound(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> OutboundBuffer.WriteOutcome {
-                self.fromBytes += 1
-                self.written.append(String(decoding: bytes, as: UTF8.self))
-                return .written
-            }
-            func outboundDrained() {}
-            func outboundFirstReachedBudget() {}
+        /// What reached the channel, one string per write, after the loop's end-of-tick flush.
+        static func written(_ channel: EmbeddedChannel) throws -> [String] {
+            channel.embeddedEventLoop.run()
+            var out: [String] = []
+            while let buffer = try channel.readOutbound(as: ByteBuffer.self) { out.append(String(buffer: buffer)) }
+            return out
         }
 
         static func offer(_ text: String, to buffer: OutboundBuffer) -> OutboundBuffer.Offer {
@@ -50,11 +56,11 @@ extension LifecycleTests {
         @Test func bytesGoStraightOutOrAreCopiedIntoTheQueue() throws {
             let channel = EmbeddedChannel()
             let buffer = OutboundBuffer(limit: 3, bytes: 1000)
-            let writer = BytesWriter()
+            let writer = Writer()
             buffer.writer = writer
-            buffer.attach(channel)
+            try Self.attach(buffer, to: channel, owner: writer)
             #expect(Self.offer("a", to: buffer) == .sent)
-            #expect(writer.fromBytes == 1)
+            #expect(writer.wroteMessages == 0, "the caller counts what was sent at once")
             channel.isWritable = false
             #expect(Self.offer("b", to: buffer) == .queued)
             #expect(buffer.offer(Self.message("c")) == .queued)
@@ -63,8 +69,8 @@ extension LifecycleTests {
             #expect(Self.offer(String(repeating: "x", count: 1001), to: buffer) == .tooLarge)
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
-            #expect(writer.written == ["a", "b", "c", "d"])
-            #expect(writer.fromBytes == 1, "only the message sent at once used the caller's bytes")
+            #expect(try Self.written(channel) == ["a", "b", "c", "d"])
+            #expect(writer.wroteMessages == 3 && writer.wroteBytes == 3, "the queue's writes are told; \"a\" is the caller's to count")
         }
 
         static func message(_ text: String) -> OutboundMessage {
@@ -76,7 +82,7 @@ extension LifecycleTests {
             let buffer = OutboundBuffer(limit: 3, bytes: 1000)
             let writer = Writer()
             buffer.writer = writer
-            buffer.attach(channel)
+            try Self.attach(buffer, to: channel, owner: writer)
             #expect(buffer.offer(Self.message("a")) == .sent)
             channel.isWritable = false
             #expect(buffer.offer(Self.message("b")) == .queued)
@@ -89,7 +95,7 @@ extension LifecycleTests {
             #expect(writer.warnings == 1, "warned once")
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
-            #expect(writer.written == ["a", "b", "c", "d"])
+            #expect(try Self.written(channel) == ["a", "b", "c", "d"])
             #expect(buffer.queued == 0)
             #expect(writer.drained == 1)
             #expect(!buffer.budgetReached)
@@ -102,12 +108,12 @@ extension LifecycleTests {
             buffer.writer = writer
             #expect(buffer.offer(Self.message("queued while down")) == .queued)
             buffer.isHeld = true
-            buffer.attach(channel)
+            try Self.attach(buffer, to: channel, owner: writer)
             #expect(buffer.offer(Self.message("login")) == .queued, "held: waits behind the queue")
             #expect(buffer.offer(Self.message("first"), direct: true) == .sent)
-            #expect(writer.written == ["first"])
+            #expect(try Self.written(channel) == ["first"])
             buffer.isHeld = false
-            #expect(writer.written == ["first", "queued while down", "login"])
+            #expect(try Self.written(channel) == ["queued while down", "login"])
         }
 
         @Test func tooLargeAndDropRulesAndClose() throws {
@@ -115,7 +121,7 @@ extension LifecycleTests {
             let buffer = OutboundBuffer(limit: 2, bytes: 10, overflow: .dropOldest)
             let writer = Writer()
             buffer.writer = writer
-            buffer.attach(channel)
+            try Self.attach(buffer, to: channel, owner: writer)
             #expect(buffer.offer(Self.message(String(repeating: "x", count: 11))) == .tooLarge)
             channel.isWritable = false
             #expect(buffer.offer(Self.message("1")) == .queued)
@@ -126,7 +132,7 @@ extension LifecycleTests {
             #expect(buffer.dropped == 3)
             channel.isWritable = true
             channel.pipeline.fireChannelWritabilityChanged()
-            #expect(writer.written.isEmpty)
+            #expect(try Self.written(channel).isEmpty)
         }
 
         @Test func aTransportGoingDownKeepsTheRestQueued() throws {
@@ -134,18 +140,24 @@ extension LifecycleTests {
             let buffer = OutboundBuffer()
             let writer = Writer()
             buffer.writer = writer
-            buffer.attach(channel)
+            let handler = try Self.attach(buffer, to: channel, owner: writer)
             channel.isWritable = false
             for text in ["a", "b"] { _ = buffer.offer(Self.message(text)) }
-            writer.outcome = .down
+            // The handler leaves the pipeline (the transport is going down): it refuses, and
+            // the owner says the transport is not open.
+            channel.pipeline.syncOperations.removeHandler(handler, promise: nil)
+            writer.outboundTransportIsOpen = false
             channel.isWritable = true
-            channel.pipeline.fireChannelWritabilityChanged()
-            #expect(buffer.queued == 2)
-            buffer.detach()
-            writer.outcome = .written
-            buffer.attach(EmbeddedChannel())
             buffer.flush()
-            #expect(writer.written == ["a", "b"])
+            #expect(buffer.queued == 2)
+            #expect(buffer.dropped == 0)
+            buffer.detach()
+            writer.outboundTransportIsOpen = true
+            let next = EmbeddedChannel()
+            try Self.attach(buffer, to: next, owner: writer)
+            buffer.flush()
+            #expect(try Self.written(next) == ["a", "b"])
+            #expect(try Self.written(channel).isEmpty)
         }
     }
 }
