@@ -6,7 +6,7 @@
  * RapidJSON's SAX reader (C++, json_parse.cpp) fills a token tape and never
  * touches Lua; then C (json_lua.c) turns the tape into Lua values under
  * lua_pcall. Encoding is all C, also under lua_pcall, writing into a buffer
- * owned by the caller's C frame (freed whatever happens).
+ * owned by the caller's frame (C or Swift), which frees it whatever happens.
  *
  * Anything RapidJSON rejects, and the few inputs where it would disagree with
  * mw.json's rules (a raw DEL byte, a lone high surrogate, text after the value,
