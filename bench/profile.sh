@@ -8,6 +8,8 @@
 #                                           message per round (N rounds, lockstep: no deadline)
 #   bench/profile.sh heartbeat 300          300 idle connections with a 1 s heartbeat
 #                                           (bench/clients/conns_client.lua, moonwire echo)
+#   bench/profile.sh json                   the JSON echo bot: bench/json/trade.json (332 B)
+#                                           over codec = "json", decoded, read, encoded, sent
 # Each measurement runs the client twice, with N and 2N messages and no warm-up, and
 # divides the difference by N, so start-up and teardown cancel out (heartbeat: held 4 s
 # and 8 s, divided by the pings sent in between, counted by callgrind: per ping + pong). Prints one line per
@@ -18,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:-rtt}
 size=${2:-32}
+[ "$workload" = json ] && size=332   # the message is bench/json/trade.json
 if [ "$workload" = heartbeat ]; then
     n=4 per=$((size * 4)) SERVER=moonwire   # per: the expected pings, for strace
 elif [ "$workload" = fanout ]; then
@@ -50,7 +53,7 @@ for _ in $(seq 200); do grep -qs READY "$work/server.out" && break; sleep 0.05; 
 port=$(awk '/READY/{print $2; exit}' "$work/server.out")
 [ -n "$port" ] || { echo "profile: the echo server did not start" >&2; exit 1; }
 type=text
-[ "$workload" = rtt ] || type=binary
+[ "$workload" = rtt ] || [ "$workload" = json ] || type=binary
 
 client() { # N, then the tool's command line
     local count=$1; shift

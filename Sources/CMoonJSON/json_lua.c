@@ -122,11 +122,7 @@ int mw_json_decode_bytes(lua_State *L, const void *bytes, size_t n) {
 
 /* ---------------------------------------------------------------- encoding */
 
-typedef struct buffer {
-    char *data;
-    size_t size, room;
-    char inline_data[512];
-} buffer;
+typedef mwj_buffer buffer;
 
 /* One step of the path to the value being written, for error messages. */
 typedef struct path_step {
@@ -140,14 +136,16 @@ typedef struct path_step {
 } path_step;
 
 typedef struct encoder {
-    buffer out;
+    buffer *out;
     const char *indent;
     size_t indent_len;
     int pretty, sort_keys;
     int checking;
     path_step path[MWJ_MAX_DEPTH + 2];
-    /* Stack slots: null, array_mt, object_mt. */
-    int null_slot, array_slot, object_slot;
+    /* mw.json.null and the metatables of mw.json.array() and mw.json.object(),
+     * compared by identity (lua_topointer): one API call, not lua_rawequal's two
+     * lookups. They stay on the stack (slots 3-5 of encode_run) while it runs. */
+    const void *null, *array_mt, *object_mt;
 } encoder;
 
 static void buffer_grow(lua_State *L, buffer *b, size_t more) {
@@ -267,6 +265,32 @@ static size_t integer_text(char *o, lua_Integer i) {
     return put_decimal(o, (unsigned long long)i);
 }
 
+/* The digits of `a` (positive, normal, not an integer below 1e16) when a decimal
+ * m * 10^-k with m < 10^15 and k <= 22 reads back to it, found as Grisu2 would
+ * but without its 64-bit arithmetic: prices and quantities (91234.5, 0.0125)
+ * take one to a few steps. For each k, m = rint(a * 10^k); m and 10^k are exact
+ * doubles, so m / 10^k is one correctly rounded division: it equals `a` exactly
+ * when strtod of the decimal m * 10^-k gives `a`. Such a decimal has at most 15
+ * significant digits, so it is the one fast_float_text's argument below is about
+ * (and when one exists, a * 10^k lies within 0.5 of m, so rint finds it by the
+ * smallest k at the latest). Returns the digit count with *k set as mwj_grisu2
+ * does, or 0 (then Grisu2 decides). */
+static int short_decimal(double a, char *digits, int *k) {
+    static const double powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    for (int i = 1; i <= 22; i++) {
+        double scaled = a * powers[i];
+        if (scaled >= 1e15) return 0;
+        double m = rint(scaled);
+        if (m >= 1 && m / powers[i] == a) {
+            int n = (int)put_decimal(digits, (unsigned long long)m);
+            *k = -i;
+            return n;
+        }
+    }
+    return 0;
+}
+
 /* %.15g from Grisu2's digits when they are 15 or fewer: a normal double has only
  * one decimal of at most 15 significant digits that reads back to it (such
  * decimals are more than an ulp apart), so these are %.15g's digits, and the
@@ -276,7 +300,8 @@ static size_t fast_float_text(char *o, double x) {
     if (!(a >= 2.2250738585072014e-308)) return 0; /* subnormal */
     char digits[32];
     int k;
-    int n = mwj_grisu2(a, digits, &k);
+    int n = short_decimal(a, digits, &k);
+    if (n == 0) n = mwj_grisu2(a, digits, &k);
     while (n > 1 && digits[n - 1] == '0') {
         n--;
         k++;
@@ -373,28 +398,23 @@ static size_t number_text(lua_State *L, encoder *e, int depth, int idx, char *o)
 static void encode_value(lua_State *L, encoder *e, int depth);
 
 static void newline(lua_State *L, encoder *e, int level) {
-    char *o = reserve(L, &e->out, 1 + e->indent_len * (size_t)level);
+    char *o = reserve(L, e->out, 1 + e->indent_len * (size_t)level);
     *o++ = '\n';
     for (int i = 0; i < level; i++) {
         memcpy(o, e->indent, e->indent_len);
         o += e->indent_len;
     }
-    e->out.size = (size_t)(o - e->out.data);
+    e->out->size = (size_t)(o - e->out->data);
 }
 
 /* The table's declared kind: 'a' (array), 'o' (object) or 0 (none), read as
  * json.lua does: getmetatable(t).__jsontype. The table is on top. */
 static int declared_kind(lua_State *L, const encoder *e, int *plain) {
     if (!lua_getmetatable(L, -1)) return 0;
-    if (lua_rawequal(L, -1, e->array_slot)) {
-        lua_pop(L, 1);
-        return 'a';
-    }
-    if (lua_rawequal(L, -1, e->object_slot)) {
-        lua_pop(L, 1);
-        return 'o';
-    }
+    const void *mt = lua_topointer(L, -1);
     lua_pop(L, 1);
+    if (mt == e->array_mt) return 'a';
+    if (mt == e->object_mt) return 'o';
     *plain = 0;
     if (luaL_getmetafield(L, -1, "__metatable") == LUA_TNIL) lua_getmetatable(L, -1);
     int kind = 0;
@@ -465,14 +485,14 @@ static void check_keys(lua_State *L, encoder *e, int depth, int table) {
 static void encode_array(lua_State *L, encoder *e, int depth, int plain) {
     lua_Integer n = plain ? (lua_Integer)lua_rawlen(L, -1) : luaL_len(L, -1);
     if (n == 0) {
-        put(L, &e->out, "[]", 2);
+        put(L, e->out, "[]", 2);
         return;
     }
-    put_char(L, &e->out, '[');
+    put_char(L, e->out, '[');
     path_step *step = &e->path[depth + 1];
     step->is_index = 1;
     for (lua_Integer i = 1; i <= n; i++) {
-        if (i > 1) put_char(L, &e->out, ',');
+        if (i > 1) put_char(L, e->out, ',');
         if (e->pretty) newline(L, e, depth + 1);
         step->index = i;
         if (plain) lua_rawgeti(L, -1, i);
@@ -481,7 +501,7 @@ static void encode_array(lua_State *L, encoder *e, int depth, int plain) {
         lua_pop(L, 1);
     }
     if (e->pretty) newline(L, e, depth);
-    put_char(L, &e->out, ']');
+    put_char(L, e->out, ']');
 }
 
 /* Lua's `<` on two strings (l_strcmp: strcoll piece by piece around NULs). */
@@ -518,11 +538,11 @@ static void key_name(lua_State *L, encoder *e, int depth, int slot, char *scratc
 }
 
 static void put_member(lua_State *L, encoder *e, int depth, const char *name, size_t len, int first) {
-    if (!first) put_char(L, &e->out, ',');
+    if (!first) put_char(L, e->out, ',');
     if (e->pretty) newline(L, e, depth + 1);
-    put_string(L, &e->out, name, len);
-    if (e->pretty) put(L, &e->out, ": ", 2);
-    else put_char(L, &e->out, ':');
+    put_string(L, e->out, name, len);
+    if (e->pretty) put(L, e->out, ": ", 2);
+    else put_char(L, e->out, ':');
     path_step *step = &e->path[depth + 1];
     step->is_index = 0;
     step->name = name;
@@ -540,7 +560,7 @@ static void encode_object(lua_State *L, encoder *e, int depth, int plain) {
             size_t len;
             char scratch[40];
             key_name(L, e, depth, -2, scratch, &name, &len);
-            if (first) put_char(L, &e->out, '{');
+            if (first) put_char(L, e->out, '{');
             put_member(L, e, depth, name, len, first);
             first = 0;
             if (!plain) {
@@ -553,7 +573,7 @@ static void encode_object(lua_State *L, encoder *e, int depth, int plain) {
             lua_pop(L, 1);
         }
         if (first) {
-            put(L, &e->out, "{}", 2);
+            put(L, e->out, "{}", 2);
             e->path[depth].iterating = 0;
             return;
         }
@@ -577,7 +597,7 @@ static void encode_object(lua_State *L, encoder *e, int depth, int plain) {
             count++;
         }
         if (count == 0) {
-            put(L, &e->out, "{}", 2);
+            put(L, e->out, "{}", 2);
             e->path[depth].iterating = 0;
             return;
         }
@@ -597,7 +617,7 @@ static void encode_object(lua_State *L, encoder *e, int depth, int plain) {
             }
             keys[j + 1] = k;
         }
-        put_char(L, &e->out, '{');
+        put_char(L, e->out, '{');
         for (int i = 0; i < count; i++) {
             put_member(L, e, depth, keys[i].name, keys[i].len, i == 0);
             lua_pushvalue(L, keys[i].slot);
@@ -608,12 +628,11 @@ static void encode_object(lua_State *L, encoder *e, int depth, int plain) {
         lua_settop(L, table);
     }
     if (e->pretty) newline(L, e, depth);
-    put_char(L, &e->out, '}');
+    put_char(L, e->out, '}');
     e->path[depth].iterating = 0;
 }
 
-static void encode_table(lua_State *L, encoder *e, int depth) {
-    const void *self = lua_topointer(L, -1);
+static void encode_table(lua_State *L, encoder *e, int depth, const void *self) {
     for (int i = 0; i < depth; i++) {
         if (e->path[i].table == self) fail_at(L, e, depth, "a table that contains itself cannot be written as JSON");
     }
@@ -636,26 +655,28 @@ static void encode_value(lua_State *L, encoder *e, int depth) {
     case LUA_TSTRING: {
         size_t n;
         const char *s = lua_tolstring(L, -1, &n);
-        put_string(L, &e->out, s, n);
+        put_string(L, e->out, s, n);
         return;
     }
     case LUA_TNUMBER: {
-        char *o = reserve(L, &e->out, 40);
-        e->out.size += number_text(L, e, depth, -1, o);
+        char *o = reserve(L, e->out, 40);
+        e->out->size += number_text(L, e, depth, -1, o);
         return;
     }
     case LUA_TBOOLEAN:
-        if (lua_toboolean(L, -1)) put(L, &e->out, "true", 4);
-        else put(L, &e->out, "false", 5);
+        if (lua_toboolean(L, -1)) put(L, e->out, "true", 4);
+        else put(L, e->out, "false", 5);
         return;
-    case LUA_TNIL: put(L, &e->out, "null", 4); return;
-    case LUA_TTABLE:
-        if (lua_rawequal(L, -1, e->null_slot)) {
-            put(L, &e->out, "null", 4);
+    case LUA_TNIL: put(L, e->out, "null", 4); return;
+    case LUA_TTABLE: {
+        const void *self = lua_topointer(L, -1);
+        if (self == e->null) {
+            put(L, e->out, "null", 4);
             return;
         }
-        encode_table(L, e, depth);
+        encode_table(L, e, depth, self);
         return;
+    }
     default: {
         char what[64];
         snprintf(what, sizeof what, "a %s cannot be written as JSON", luaL_typename(L, -1));
@@ -667,18 +688,30 @@ static void encode_value(lua_State *L, encoder *e, int depth) {
 /* run(encoder, value, null, array_mt, object_mt); under lua_pcall. */
 static int encode_run(lua_State *L) {
     encoder *e = (encoder *)lua_touserdata(L, 1);
-    e->null_slot = 3;
-    e->array_slot = 4;
-    e->object_slot = 5;
+    e->null = lua_topointer(L, 3);
+    e->array_mt = lua_topointer(L, 4);
+    e->object_mt = lua_topointer(L, 5);
     lua_pushvalue(L, 2);
     encode_value(L, e, 0);
     return 0;
 }
 
-static void encoder_init(encoder *e) {
-    e->out.data = e->out.inline_data;
-    e->out.size = 0;
-    e->out.room = sizeof(e->out.inline_data);
+void mwj_buffer_init(mwj_buffer *b) {
+    b->data = b->inline_data;
+    b->size = 0;
+    b->room = sizeof(b->inline_data);
+}
+
+void mwj_buffer_free(mwj_buffer *b) {
+    if (b->data != b->inline_data) free(b->data);
+    b->data = b->inline_data;
+    b->size = 0;
+    b->room = sizeof(b->inline_data);
+}
+
+static void encoder_init(encoder *e, buffer *out) {
+    mwj_buffer_init(out);
+    e->out = out;
     e->indent = NULL;
     e->indent_len = 0;
     e->pretty = 0;
@@ -686,10 +719,6 @@ static void encoder_init(encoder *e) {
     e->checking = 0;
     e->path[0].table = NULL;
     e->path[0].iterating = 0;
-}
-
-static void encoder_free(encoder *e) {
-    if (e->out.data != e->out.inline_data) free(e->out.data);
 }
 
 /* Encodes the value at `idx` with the upvalues found at `upvalues` (a closure's
@@ -763,28 +792,29 @@ static void encode_options(lua_State *L, encoder *e) {
 static int json_encode(lua_State *L) {
     lua_settop(L, 2);
     encoder e;
-    encoder_init(&e);
+    buffer out;
+    encoder_init(&e, &out);
     encode_options(L, &e);
     int status = encode_with(L, &e, 1, lua_upvalueindex(UV_NULL), lua_upvalueindex(UV_ARRAY_MT),
                              lua_upvalueindex(UV_OBJECT_MT));
     if (status != LUA_OK) {
-        encoder_free(&e);
+        mwj_buffer_free(&out);
         luaL_where(L, 1);
         lua_insert(L, -2);
         lua_concat(L, 2);
         return lua_error(L);
     }
-    lua_pushlstring(L, e.out.data, e.out.size);
-    encoder_free(&e);
+    lua_pushlstring(L, out.data, out.size);
+    mwj_buffer_free(&out);
     return 1;
 }
 
 static char encode_slots_key;
 
-int mw_json_encode_to(lua_State *L, int idx, mw_json_sink sink, void *context, int *sink_result) {
+int mw_json_encode_into(lua_State *L, int idx, mwj_buffer *out) {
     idx = lua_absindex(L, idx);
     encoder e;
-    encoder_init(&e);
+    encoder_init(&e, out);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &encode_slots_key); /* { null, array_mt, object_mt } */
     int slots = lua_gettop(L);
     lua_rawgeti(L, slots, 1);
@@ -792,13 +822,12 @@ int mw_json_encode_to(lua_State *L, int idx, mw_json_sink sink, void *context, i
     lua_rawgeti(L, slots, 3);
     int status = encode_with(L, &e, idx, slots + 1, slots + 2, slots + 3);
     if (status == LUA_OK) {
-        *sink_result = sink(context, e.out.data, e.out.size);
         lua_settop(L, slots - 1);
     } else {
+        mwj_buffer_free(out);
         lua_replace(L, slots);
         lua_settop(L, slots);
     }
-    encoder_free(&e);
     return status;
 }
 

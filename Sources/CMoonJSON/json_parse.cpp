@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+// RapidJSON's 16-byte scans of strings and white space (SSE2 is in every x86-64).
+#if defined(__SSE2__) && !defined(RAPIDJSON_SSE2)
+#define RAPIDJSON_SSE2
+#endif
 #include <rapidjson/internal/dtoa.h>
-#include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
 namespace {
@@ -76,7 +79,9 @@ struct TapeHandler {
             }
         }
         t->type = MWJ_FLOAT;
-        if (!exact_double(s, length, &t->v.d)) t->v.d = strtod(s, nullptr);  // s is NUL-terminated
+        // In situ the number is not NUL-terminated, but what follows it in a text that
+        // parses (',', ']', '}', white space or the copy's NUL) ends strtod's reading too.
+        if (!exact_double(s, length, &t->v.d)) t->v.d = strtod(s, nullptr);
         return true;
     }
 
@@ -204,15 +209,27 @@ extern "C" void mwj_tape_free(mwj_tape *tape) {
 extern "C" int mwj_parse(const char *text, size_t n, mwj_tape *tape) {
     // The reader's lengths are 32-bit; a raw DEL is a control character to json.lua.
     if (n > 0xFFFFFFFFu || memchr(text, 0x7F, n) != nullptr) return MWJ_FALLBACK;
-    rapidjson::MemoryStream stream(text, n);
+    // Parsed in situ, in a NUL-terminated copy: strings are unescaped where they are
+    // and numbers read where they are, not pushed onto the reader's stack (twice, for a
+    // number) byte by byte; and RapidJSON scans an in-situ stream 16 bytes at a time.
+    // A NUL byte in the text ends the stream early, as it did RapidJSON's MemoryStream:
+    // the check for trailing text below sends it to the reference decoder.
+    char small[4096];
+    char *copy = n < sizeof small ? small : static_cast<char *>(malloc(n + 1));
+    if (copy == nullptr) return MWJ_NOMEM;
+    memcpy(copy, text, n);
+    copy[n] = '\0';
+    rapidjson::InsituStringStream stream(copy);
     TapeHandler handler{tape};
-    // The reader's own stack (strings and numbers being read) in a buffer here, not a
-    // malloc and free per message; a longer string spills into the pool's heap chunks.
-    char space[2048];
+    // The reader's own stack (only container bookkeeping in situ) in a buffer here, not
+    // a malloc and free per message.
+    char space[1024];
     rapidjson::MemoryPoolAllocator<> pool(space, sizeof space);
-    rapidjson::GenericReader<rapidjson::UTF8<>, rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>> reader(&pool, 1024);
-    constexpr unsigned flags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseStopWhenDoneFlag;
+    rapidjson::GenericReader<rapidjson::UTF8<>, rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>> reader(&pool, 256);
+    constexpr unsigned flags =
+        rapidjson::kParseInsituFlag | rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseStopWhenDoneFlag;
     rapidjson::ParseResult result = reader.Parse<flags>(stream, handler);
+    if (copy != small) free(copy);
     if (handler.nomem) return MWJ_NOMEM;
     if (result.IsError()) return MWJ_FALLBACK;
     // Only white space may follow (a NUL byte ends RapidJSON's stream early).

@@ -325,37 +325,20 @@ extension LuaArguments {
     }
 
     /// The value at `index` written as JSON by the native encoder straight into a buffer
-    /// (no Lua string), whose bytes `body` gets (valid for the call only). An unencodable
-    /// value raises `<function>: value.x: a function cannot be written as JSON`.
+    /// of this frame (no Lua string, no callback), whose bytes `body` gets (valid for the
+    /// call only). An unencodable value raises `<function>: value.x: a function cannot be
+    /// written as JSON`.
     private func withJSONBytes<R>(at n: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
         let stackIndex = index(n)
-        var outcome: Result<R, LuaArgumentError>?
-        let status = withoutActuallyEscaping({ (bytes: UnsafeRawBufferPointer) in
-            outcome = Result { () throws(LuaArgumentError) -> R in try body(bytes) }
-        }) { (handler: @escaping (UnsafeRawBufferPointer) -> Void) -> Int32 in
-            let sink = JSONSink(handler)
-            var sinkResult: Int32 = 0
-            // The encoder calls back through an unretained pointer: keep the sink alive
-            // until it returns (ARC may otherwise end it after passUnretained).
-            return withExtendedLifetime(sink) {
-                mw_json_encode_to(lua.L, stackIndex, { context, bytes, count in
-                    guard let context else { return -1 }
-                    Unmanaged<JSONSink>.fromOpaque(context).takeUnretainedValue().body(UnsafeRawBufferPointer(start: bytes, count: count))
-                    return 0
-                }, Unmanaged.passUnretained(sink).toOpaque(), &sinkResult)
+        var text = mwj_buffer()
+        return try withUnsafeMutablePointer(to: &text) { (text) throws(LuaArgumentError) -> R in
+            defer { mwj_buffer_free(text) }
+            guard mw_json_encode_into(lua.L, stackIndex, text) == LUA_OK else {
+                var message = lua.popString()
+                if message.hasPrefix("mw.json.encode: ") { message.removeFirst("mw.json.encode: ".count) }
+                throw LuaArgumentError("\(function): \(message)")
             }
+            return try body(UnsafeRawBufferPointer(start: text.pointee.data, count: text.pointee.size))
         }
-        guard status == LUA_OK, let outcome else {
-            var message = lua.popString()
-            if message.hasPrefix("mw.json.encode: ") { message.removeFirst("mw.json.encode: ".count) }
-            throw LuaArgumentError("\(function): \(message)")
-        }
-        return try outcome.get()
     }
-}
-
-/// What the native encoder hands its text to (valid for the call only).
-private final class JSONSink {
-    let body: (UnsafeRawBufferPointer) -> Void
-    init(_ body: @escaping (UnsafeRawBufferPointer) -> Void) { self.body = body }
 }

@@ -6,7 +6,7 @@
  * RapidJSON's SAX reader (C++, json_parse.cpp) fills a token tape and never
  * touches Lua; then C (json_lua.c) turns the tape into Lua values under
  * lua_pcall. Encoding is all C, also under lua_pcall, writing into a buffer
- * owned by the caller's C frame (freed whatever happens).
+ * owned by the caller's frame (C or Swift), which frees it whatever happens.
  *
  * Anything RapidJSON rejects, and the few inputs where it would disagree with
  * mw.json's rules (a raw DEL byte, a lone high surrogate, text after the value,
@@ -83,11 +83,22 @@ int mw_json_install(lua_State *L);
  * values: the value, or nil and the error message. Otherwise pushes the error. */
 int mw_json_decode_bytes(lua_State *L, const void *bytes, size_t n);
 
-/* Encodes the value at `idx` in protected mode and hands the text to
- * `sink(context, bytes, count)`, which returns an int passed back through
- * *sink_result. Returns LUA_OK, or an error status with the message pushed. */
-typedef int (*mw_json_sink)(void *context, const char *bytes, size_t count);
-int mw_json_encode_to(lua_State *L, int idx, mw_json_sink sink, void *context, int *sink_result);
+/* Where the encoder writes: `inline_data` until the text outgrows it, then
+ * malloc'd memory. Owned by the caller (a C or Swift frame), so the text needs
+ * no copy and no callback to be used: init, encode, read data/size, free. */
+typedef struct mwj_buffer {
+    char *data;
+    size_t size, room;
+    char inline_data[512];
+} mwj_buffer;
+
+void mwj_buffer_init(mwj_buffer *b);
+void mwj_buffer_free(mwj_buffer *b);
+
+/* Encodes the value at `idx` in protected mode into `out` (initialized here;
+ * the caller frees it, also after an error). Returns LUA_OK with the text in
+ * out->data[0 ..< out->size], or an error status with the message pushed. */
+int mw_json_encode_into(lua_State *L, int idx, mwj_buffer *out);
 
 #ifdef __cplusplus
 }
