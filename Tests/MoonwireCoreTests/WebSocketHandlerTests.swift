@@ -328,7 +328,7 @@ private final class End {
     }
 }
 
-private final class RecordingOwner: WebSocketHandlerOwner {
+private final class RecordingOwner: ChannelOwner {
     struct Message: Equatable {
         var kind: MessageKind
         var text: String

@@ -503,62 +503,38 @@ public final class ClientConnection {
             break
         }
     }
+}
 
-    // MARK: Events from the channel handlers
+// MARK: Events from the channel handlers
+
+extension ClientConnection: ChannelOwner {
+    // Only the open connection's handler is still attached (dials that failed or were
+    // abandoned detach theirs; a TLS handshake cut short is reported by the watcher).
 
     /// A whole message from the peer.
-    private func received(_ message: ByteBuffer, kind: MessageKind) {
+    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
+        guard self.state == .open || self.state == .closing else { return }
         self.stats.countReceived(bytes: message.readableBytes)
         self.delegate?.connection(self, didReceive: message, kind: kind)
-    }
-
-    /// The peer broke the protocol or the framing; the close report follows.
-    private func failed(_ error: ConnectionError) {
-        self.state = .closing
-        self.delegate?.connection(self, didFail: error)
-    }
-
-    /// The open connection ended.
-    private func closed(_ info: CloseInfo) {
-        self.state = .closed
-        self.link = nil
-        self.channel = nil
-        self.delegate?.connection(self, didClose: info)
-    }
-
-    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
-        self.received(message, kind: kind)
     }
 
     func handlerReceivedPong(_ payload: ByteBuffer) {
         self.delegate?.connection(self, didReceivePong: payload)
     }
 
+    /// The peer broke the protocol or the framing; the close report follows.
     func handlerFailed(_ error: ConnectionError) {
-        self.failed(error)
+        guard self.state == .open || self.state == .closing else { return }
+        self.state = .closing
+        self.delegate?.connection(self, didFail: error)
     }
 
+    /// The open connection ended.
     func handlerClosed(_ info: CloseInfo) {
-        self.closed(info)
-    }
-}
-
-extension ClientConnection: FramedChannelOwner {
-    // Only the open connection's handler is still attached (dials that failed or were
-    // abandoned detach theirs; a TLS handshake cut short is reported by the watcher).
-
-    func framedChannelReceived(_ message: ByteBuffer) {
         guard self.state == .open || self.state == .closing else { return }
-        self.received(message, kind: .binary)
-    }
-
-    func framedChannelFailed(_ error: TCPFramingError) {
-        guard self.state == .open || self.state == .closing else { return }
-        self.failed(error.connectionError)
-    }
-
-    func framedChannelClosed(_ info: CloseInfo) {
-        guard self.state == .open || self.state == .closing else { return }
-        self.closed(info)
+        self.state = .closed
+        self.link = nil
+        self.channel = nil
+        self.delegate?.connection(self, didClose: info)
     }
 }

@@ -45,9 +45,9 @@ enum OutboundLink {
     /// Tells the handler which budget to wake when its channel becomes writable again.
     func attach(_ budget: OutboundBuffer) {
         switch self {
-        case .clientWebSocket(let handler): handler.budget = budget
-        case .serverWebSocket(let handler): handler.budget = budget
-        case .tcp(let handler): handler.budget = budget
+        case .clientWebSocket(let handler): handler.outbound.budget = budget
+        case .serverWebSocket(let handler): handler.outbound.budget = budget
+        case .tcp(let handler): handler.outbound.budget = budget
         }
     }
 

@@ -237,7 +237,8 @@ public final class ServerPeer {
         self.server?.peerConnected(self, request: request)
     }
 
-    private func received(_ message: ByteBuffer, kind: MessageKind) {
+    /// A whole message from the peer (either transport).
+    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         self.stats.countReceived(bytes: message.readableBytes)
         self.heartbeat.didReceiveMessage()
         if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
@@ -247,7 +248,8 @@ public final class ServerPeer {
         self.server?.peer(self, didReceive: message, kind: kind)
     }
 
-    private func failed(_ error: ConnectionError) {
+    /// The peer broke the protocol or the framing; the close report follows.
+    func handlerFailed(_ error: ConnectionError) {
         self.server?.peer(self, didFail: error)
     }
 
@@ -259,7 +261,8 @@ public final class ServerPeer {
         try? self.close(code: CloseCode.policyViolation, reason: "too slow")
     }
 
-    private func closed(_ info: CloseInfo) {
+    /// The connection ended; called exactly once.
+    func handlerClosed(_ info: CloseInfo) {
         guard !self.isClosed else { return }
         var info = info
         if let slow = self.slowClose, info.code == CloseCode.abnormal || info.code == CloseCode.noStatus {
@@ -306,11 +309,7 @@ extension ServerPeer: OutboundWriter {
     }
 }
 
-extension ServerPeer: WebSocketHandlerOwner {
-    func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
-        self.received(message, kind: kind)
-    }
-
+extension ServerPeer: ChannelOwner {
     func handlerReceivedPing() {
         self.heartbeat.didReceivePing()
     }
@@ -319,29 +318,7 @@ extension ServerPeer: WebSocketHandlerOwner {
         self.heartbeat.didReceivePong(payload)
     }
 
-    func handlerFailed(_ error: ConnectionError) {
-        self.failed(error)
-    }
-
-    func handlerClosed(_ info: CloseInfo) {
-        self.closed(info)
-    }
-}
-
-extension ServerPeer: FramedChannelOwner {
-    func framedChannelReceived(_ message: ByteBuffer) {
-        self.received(message, kind: .binary)
-    }
-
-    func framedChannelFailed(_ error: TCPFramingError) {
-        self.failed(error.connectionError)
-    }
-
-    func framedChannelClosed(_ info: CloseInfo) {
-        self.closed(info)
-    }
-
-    func framedChannelActive() {
+    func handlerBecameActive() {
         self.server?.peerBecameActive(self)
     }
 }

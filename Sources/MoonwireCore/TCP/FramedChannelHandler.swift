@@ -5,21 +5,6 @@ import Darwin
 #endif
 import NIOCore
 
-/// What a ``FramedChannelHandler`` tells the object that owns the connection.
-protocol FramedChannelOwner: AnyObject {
-    func framedChannelReceived(_ message: ByteBuffer)
-    /// The peer broke the framing; the close report follows.
-    func framedChannelFailed(_ error: TCPFramingError)
-    /// The connection ended; called exactly once.
-    func framedChannelClosed(_ info: CloseInfo)
-    /// TCP is up (an accepted connection becomes active after its pipeline is set up).
-    func framedChannelActive()
-}
-
-extension FramedChannelOwner {
-    func framedChannelActive() {}
-}
-
 /// An open TCP (or TLS) message stream: cuts inbound bytes into messages with the
 /// framing's decoder, frames outbound messages with its encoder, and works out how the
 /// connection ended. Used by client connections and by server peers alike.
@@ -43,15 +28,17 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var reader: MessageReader
     let encoder: MessageEncoder
     private let closeTimeout: TimeAmount
-    private weak var owner: FramedChannelOwner?
+    private weak var owner: ChannelOwner?
     private var context: ChannelHandlerContext?
     private var ending: Ending?
     private var reported = false
     /// Flush batching and writability (``ChannelOutbound``, shared with ``WebSocketHandler``).
-    private let outbound = ChannelOutbound()
+    /// The gathered writes, flush batching and writability; holds the connection's send
+    /// budget, told when the channel becomes writable again.
+    let outbound = ChannelOutbound()
     private var closeTimer: ClockTask?
 
-    init(framing: TCPFraming, closeTimeout: TimeAmount, owner: FramedChannelOwner) {
+    init(framing: TCPFraming, closeTimeout: TimeAmount, owner: ChannelOwner) {
         self.reader = MessageReader(framing.makeDecoder())
         self.encoder = MessageEncoder(framing)
         self.closeTimeout = closeTimeout
@@ -76,7 +63,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        self.owner?.framedChannelActive()
+        self.owner?.handlerBecameActive()
         context.fireChannelActive()
     }
 
@@ -89,13 +76,13 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         self.reader.append(self.unwrapInboundIn(data))
         do {
             while let message = try self.reader.next() {
-                self.owner?.framedChannelReceived(message)
+                self.owner?.handlerReceived(message, kind: .binary)
                 if case .framing = self.ending { break }
                 if case .aborted = self.ending { break }
             }
         } catch {
             self.ending = .framing(error)
-            self.owner?.framedChannelFailed(error)
+            self.owner?.handlerFailed(error.connectionError)
             context.close(promise: nil)
         }
     }
@@ -107,12 +94,6 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         self.outbound.writabilityChanged(context)
-    }
-
-    /// The connection's send budget, told when the channel becomes writable again.
-    var budget: OutboundBuffer? {
-        get { self.outbound.budget }
-        set { self.outbound.budget = newValue }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -145,7 +126,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         let owner = self.owner
         self.owner = nil
-        owner?.framedChannelClosed(info)
+        owner?.handlerClosed(info)
     }
 
     // MARK: Outbound

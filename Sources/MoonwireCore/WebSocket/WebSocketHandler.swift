@@ -1,26 +1,5 @@
 import NIOCore
 
-/// What a ``WebSocketHandler`` tells the object it works for: the client's
-/// ``ClientConnection`` or the server's ``ServerPeer``. Called on the channel's loop.
-protocol WebSocketHandlerOwner: AnyObject {
-    /// A whole message.
-    func handlerReceived(_ message: ByteBuffer, kind: MessageKind)
-    /// The peer pinged (the pong is on its way): it is alive.
-    func handlerReceivedPing()
-    func handlerReceivedPong(_ payload: ByteBuffer)
-    /// The peer broke the protocol; our close frame is out and the close report follows.
-    func handlerFailed(_ error: ConnectionError)
-    /// The connection ended; called exactly once.
-    func handlerClosed(_ info: CloseInfo)
-}
-
-extension WebSocketHandlerOwner {
-    /// A client's heartbeat watches the pongs to its own pings only.
-    func handlerReceivedPing() {}
-}
-
-/// The client's owner: its `handler…` methods are in ClientConnection.swift.
-extension ClientConnection: WebSocketHandlerOwner {}
 
 /// One open WebSocket, either role, on the channel: parses and assembles what the peer
 /// sends (``WebSocketInbound``), answers pings, runs the close handshake
@@ -43,7 +22,7 @@ extension ClientConnection: WebSocketHandlerOwner {}
 /// try handler.send(ByteBuffer(string: "hello"), kind: .text)
 /// handler.close(try WebSocketClose(code: 1000, reason: "bye"))
 /// ```
-final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler, RemovableChannelHandler, EndOfTickFlushing {
+final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, RemovableChannelHandler, EndOfTickFlushing {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -69,7 +48,9 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
     /// True once the outcome is decided (failure, close handshake): later input is ignored.
     private var discarding = false
     /// Gathering, flush batching and writability.
-    private let outbound = ChannelOutbound()
+    /// The gathered writes, flush batching and writability; holds the connection's send
+    /// budget, told when the channel becomes writable again.
+    let outbound = ChannelOutbound()
     private var closeTimer: ClockTask?
     /// The kind and compression of an outbound message being sent in fragments.
     private var outboundMessage: (kind: MessageKind, compressed: Bool)?
@@ -156,12 +137,6 @@ final class WebSocketHandler<Owner: WebSocketHandlerOwner>: ChannelDuplexHandler
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         self.outbound.writabilityChanged(context)
-    }
-
-    /// The connection's send budget, told when the channel becomes writable again.
-    var budget: OutboundBuffer? {
-        get { self.outbound.budget }
-        set { self.outbound.budget = newValue }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

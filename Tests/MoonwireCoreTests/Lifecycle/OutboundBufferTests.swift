@@ -9,7 +9,7 @@ extension LifecycleTests {
     /// same over real sockets is in moonwireTests/BackpressureTests.
     @Suite struct OutboundBufferTests {
         /// The buffer's owner: counts what the buffer says it wrote and its events.
-        final class Writer: OutboundWriter, FramedChannelOwner {
+        final class Writer: OutboundWriter, ChannelOwner {
             var wroteMessages = 0
             var wroteBytes = 0
             var drained = 0
@@ -22,9 +22,9 @@ extension LifecycleTests {
             }
             func outboundDrained() { self.drained += 1 }
             func outboundFirstReachedBudget() { self.warnings += 1 }
-            func framedChannelReceived(_ message: ByteBuffer) {}
-            func framedChannelFailed(_ error: TCPFramingError) {}
-            func framedChannelClosed(_ info: CloseInfo) {}
+            func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {}
+            func handlerFailed(_ error: ConnectionError) {}
+            func handlerClosed(_ info: CloseInfo) {}
         }
 
         /// Attaches `buffer` to `channel` through a raw TCP link (each message written as it
