@@ -214,11 +214,14 @@ extern "C" int mwj_parse(const char *text, size_t n, mwj_tape *tape) {
     // number) byte by byte; and RapidJSON scans an in-situ stream 16 bytes at a time.
     // A NUL byte in the text ends the stream early, as it did RapidJSON's MemoryStream:
     // the check for trailing text below sends it to the reference decoder.
+    // RapidJSON's SSE2 scans load aligned 16-byte blocks, so the block holding the NUL
+    // may reach 15 bytes past it: the copy has 16 bytes of zeros after the text.
+    constexpr size_t pad = 16;
     char small[4096];
-    char *copy = n < sizeof small ? small : static_cast<char *>(malloc(n + 1));
+    char *copy = n + pad <= sizeof small ? small : static_cast<char *>(malloc(n + pad));
     if (copy == nullptr) return MWJ_NOMEM;
     memcpy(copy, text, n);
-    copy[n] = '\0';
+    memset(copy + n, 0, pad);
     rapidjson::InsituStringStream stream(copy);
     TapeHandler handler{tape};
     // The reader's own stack (only container bookkeeping in situ) in a buffer here, not
