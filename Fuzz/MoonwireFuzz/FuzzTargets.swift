@@ -116,6 +116,7 @@ enum HTTPFuzz {
         let channel = EmbeddedChannel()
         let gate = HandshakeGate()
         let upgrader = WebSocketServerUpgrader(
+            gate: gate,
             shouldUpgrade: { channel, head in
                 var headers = HTTPHeaders()
                 if let accepted = PerMessageDeflate.serverAccept(head.headers) {
@@ -125,12 +126,22 @@ enum HTTPFuzz {
             },
             onUpgrade: { _, _ in }
         )
+        // The server's bounds (MessageServer): 128 header fields, 80 KiB.
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldCount = 128
+        limits.maxHeaderListSize = 80 * 1024
+        limits.maxHeaderFieldSize = 80 * 1024
         try! channel.pipeline.syncOperations.configureHTTPServerPipeline(
             withPipeliningAssistance: false,
             withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
-            withErrorHandling: true
+            withErrorHandling: false,
+            withOutboundHeaderValidation: true,
+            withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
+            withDecoderLimitConfiguration: limits
         )
-        try! channel.pipeline.syncOperations.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: .seconds(Int64(10))))
+        try! channel.pipeline.syncOperations.addHandler(
+            HTTPFallbackHandler(gate: gate, handshakeTimeout: .seconds(Int64(10)), limits: limits)
+        )
         Self.feed(channel, input)
     }
 

@@ -126,6 +126,23 @@ import Testing
             """)
     }
 
+    /// A control character among bytes >= 0x80, at every offset: the lua-json fuzz target
+    /// found RapidJSON's SSE2 in-situ scan letting one through.
+    @Test func aControlCharacterAmongHighBytesIsRefusedAtEveryOffset() throws {
+        let out = try output(Self.helpers + "\n" + """
+            local refused = 0
+            for k = 0, 47 do
+              local t = '"}' .. string.rep("\\xff", k) .. "\\30" .. string.rep("\\xff", 60 - k) .. '"'
+              local a, ea = new.decode(t)
+              local b, eb = old.decode(t)
+              assert(a == nil and a == b and ea == eb, k .. ": " .. tostring(ea))
+              refused = refused + 1
+            end
+            out = tostring(refused)
+            """)
+        #expect(out == "48")
+    }
+
     @Test func stringsEscapesSurrogatesAndInvalidUTF8() throws {
         let out = try output(Self.helpers + "\n" + """
             local lines = {}
