@@ -7,7 +7,7 @@ local function parse(argv)
   local a = {
     url = "ws://127.0.0.1:9101/", workload = "rtt", n = 100000, size = 32,
     window = 0, warmup = -1, conns = 1000, duration = 10, concurrency = 200,
-    label = "moonwire", budget = 0, lockstep = 0,
+    label = "moonwire", budget = 0, lockstep = 0, gate = "",
   }
   local numeric = { n = true, size = true, window = true, warmup = true, conns = true,
                     duration = true, concurrency = true, budget = true, lockstep = true }
@@ -209,6 +209,18 @@ local function fanout()
   for _ = 1, workers do mw.spawn(worker) end
   while connecting > 0 do mw.sleep(0.005) end
   local connect_s = now() - t0
+  if a.gate ~= "" then
+    -- bench/profile.sh fanout: say the connections are open, then wait until the
+    -- profiler has started counting (it creates the gate file), so that only the
+    -- rounds are counted and not the dials.
+    io.stderr:write("CONNECTED\n")
+    io.stderr:flush()
+    while true do
+      local f = io.open(a.gate)
+      if f then f:close() break end
+      mw.sleep(0.05)
+    end
+  end
   local pad = a.size > 16 and string.rep("x", a.size - 16) or ""
 
   local base = now()
