@@ -62,10 +62,11 @@ client() { # N, then the tool's command line
     elif [ "$workload" = fanout ]; then
         # Every connection sends one 32-byte message per round and reads its echo. Under
         # valgrind a round's send loop runs for seconds: no callback time limit.
-        # The dials are not counted: callgrind starts with instrumentation off, the client
-        # says CONNECTED when every connection is open and waits for the gate file, which
-        # is created once callgrind_control has turned instrumentation on (strace counts all).
-        rm -f "$work/gate" "$work/client.err"
+        # Only the rounds are counted, not the dials: callgrind starts with instrumentation
+        # off, the client says CONNECTED when every connection is open and waits for the
+        # gate file, which is created once callgrind_control has turned instrumentation on
+        # (strace counts everything).
+        rm -f "$work/gate" "$work/gate.done" "$work/client.err"
         "$@" "$bin" run --callback-warning 0 --callback-timeout 0 bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
             --workload fanout --conns "$size" --duration "$count" --lockstep 1 --size 32 --gate "$work/gate" \
             > "$work/client.out" 2> "$work/client.err" &
@@ -76,6 +77,13 @@ client() { # N, then the tool's command line
         done
         if [ "$1" = valgrind ]; then callgrind_control -i on "$pid" >/dev/null 2>&1; fi
         touch "$work/gate"
+        # ... and turned off again before the teardown (ROUNDS: the last echo came).
+        until grep -qs ROUNDS "$work/client.err"; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        if [ "$1" = valgrind ]; then callgrind_control -i off "$pid" >/dev/null 2>&1; fi
+        touch "$work/gate.done"
         wait "$pid" || true
     else
         "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
@@ -89,7 +97,7 @@ instructions() { # N -> total instructions of the run (every thread)
     [ "$workload" = fanout ] && start=(--instr-atstart=no)
     client "$1" valgrind --tool=callgrind "${start[@]}" --callgrind-out-file="$work/cg.$1" -q
     [ -z "${KEEP:-}" ] || cp "$work/cg.$1" "$KEEP/callgrind.out.$workload-$size-$1"
-    awk '/^(summary|totals):/{print $2; exit}' "$work/cg.$1"
+    awk '/^totals:/{print $2; exit}' "$work/cg.$1"   # (summary is 0 once instrumentation was switched off)
 }
 
 syscalls() { # N -> "name calls" lines
