@@ -93,10 +93,7 @@ extension ScriptRuntime {
                 }
                 chosen.memory = memory
             }
-            if let budget = try t.integer("send_budget") {
-                guard budget >= 0 else { throw t.error("send_budget", "0 or more bytes (0 for no process limit)") }
-                chosen.sendBudget = budget
-            }
+            chosen.sendBudget = try t.integer("send_budget") ?? chosen.sendBudget
             chosen.callbackWarning = try t.seconds("callback_warning") ?? chosen.callbackWarning
             chosen.callbackTimeout = try t.seconds("callback_timeout") ?? chosen.callbackTimeout
             try t.finish()
