@@ -42,9 +42,9 @@ import Testing
 
     /// A raw TCP server whose peers charge a 1 MiB pool, and two clients that do not read
     /// (client i is peer i + 1).
-    static func start(overflow: SendQueue<OutboundMessage>.Overflow) async throws -> (TestServer, [RawSocket]) {
+    static func start(overflow: SendQueue<OutboundMessage>.Overflow, ownBudget: Int = budget) async throws -> (TestServer, [RawSocket]) {
         var options = MessageServerOptions(framing: .raw)
-        options.queueBytes = budget
+        options.queueBytes = ownBudget
         options.overflow = overflow
         let server = try await TestServer.start("tcp://127.0.0.1:0", options: options)
         try await server.onLoop { server.server.sendBudget = SendBudgetPool(budget: Self.budget, eventLoop: server.loop) }
@@ -124,6 +124,21 @@ import Testing
         #expect(sent.mostUsed <= Self.budget, "the pool never passed its budget: \(sent.mostUsed)")
         #expect(sent.turnedAway >= 2)
         #expect(sent.dropped == [1: 0, 2: 0])
+        let received = try await Self.readAndDrain(server, clients, taken: sent.taken)
+        for id in [1, 2] {
+            #expect(received[id] == Array(0..<(sent.taken[id] ?? -1)), "peer \(id): every message taken arrives, once, in order")
+        }
+        try await server.stop()
+    }
+
+    /// With their own 16 MiB budgets the channels take up to 1 MiB before they stop being
+    /// writable: here they never do, so no event says when the kernel took their bytes;
+    /// the pool asks the channels of the waiting peers until it is under half.
+    @Test func drainsWhenTheChannelsEmptyWithoutAWritabilityEvent() async throws {
+        let (server, clients) = try await Self.start(overflow: .error, ownBudget: 16 << 20)
+        let sent = try await Self.send(server) { $0.bufferedAtRefusal.count == 2 }
+        #expect(sent.unexpected.isEmpty && sent.turnedAwayByOwnBudget == 0, "\(sent)")
+        #expect(sent.bufferedAtRefusal.values.allSatisfy { $0 < 1 << 20 }, "each channel under its high water mark: \(sent)")
         let received = try await Self.readAndDrain(server, clients, taken: sent.taken)
         for id in [1, 2] {
             #expect(received[id] == Array(0..<(sent.taken[id] ?? -1)), "peer \(id): every message taken arrives, once, in order")
