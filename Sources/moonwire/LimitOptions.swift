@@ -11,11 +11,9 @@ struct MemoryLimitOption: ParsableArguments {
     func validate() throws { _ = try bytes() }
 
     func bytes() throws -> Int? {
-        guard let memoryLimit else { return nil }
-        if memoryLimit == "0" { return 0 }
-        let bytes = try ArgumentValues.size(memoryLimit, flag: "--memory-limit")
-        guard bytes >= ScriptLimits.minimumMemory else {
-            throw ValidationError("--memory-limit \(memoryLimit) is too small for the Lua state itself; give 8M or more, or 0 for no limit")
+        let bytes = try ArgumentValues.limit(memoryLimit, flag: "--memory-limit")
+        if let bytes, bytes != 0, bytes < ScriptLimits.minimumMemory {
+            throw ValidationError("--memory-limit \(memoryLimit ?? "") is too small for the Lua state itself; give 8M or more, or 0 for no limit")
         }
         return bytes
     }
@@ -30,11 +28,7 @@ struct SendBudgetOption: ParsableArguments {
 
     func validate() throws { _ = try bytes() }
 
-    func bytes() throws -> Int? {
-        guard let sendBudget else { return nil }
-        if sendBudget == "0" { return 0 }
-        return try ArgumentValues.size(sendBudget, flag: "--send-budget")
-    }
+    func bytes() throws -> Int? { try ArgumentValues.limit(sendBudget, flag: "--send-budget") }
 }
 
 /// `run` and `listen`: the memory limit, how long a callback may hold the event loop, and
