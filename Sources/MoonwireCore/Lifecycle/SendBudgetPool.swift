@@ -91,8 +91,12 @@ public final class SendBudgetPool {
 
     /// True when `size` more bytes fit; when they do not by the charges, the channels are
     /// asked first (unless they were lately).
+    @inline(__always)
     func fits(_ size: Int) -> Bool {
-        guard self.budget > 0, self.used + size > self.budget else { return true }
+        self.budget == 0 || self.used + size <= self.budget || self.fitsAfterAsking(size)
+    }
+
+    private func fitsAfterAsking(_ size: Int) -> Bool {
         let now = NIODeadline.now()
         guard self.unsampled >= self.budget / 8 || now - self.lastReconcile >= .milliseconds(10) else { return false }
         self.reconcile(now: now)
