@@ -19,20 +19,20 @@ extension ScriptRuntime {
         mw_guard_set_memory_limit(vm.guardState, limits.memory ?? 0)
         mw_guard_set_callback_limits(vm.guardState, limits.callbackWarning ?? 0, limits.callbackTimeout ?? 0)
         // Each worker's loop holds its part of the process's budget.
-        let process = limits.sendBudget ?? 0
-        sendBudget.budget = process == 0 ? 0 : max(1, process / max(1, options.workers))
+        processSendBudget = limits.sendBudget ?? 0
+        sendBudget.budget = processSendBudget == 0 ? 0 : max(1, processSendBudget / max(1, options.workers))
     }
 
     /// The words of a send the budget turned away: the connection's own budget, or the
     /// process's (`queue full (process send budget 256 MiB)`, which still starts as the
     /// connection's does, for scripts that match it).
     func refusal(_ words: String, byProcessBudget: Bool) -> String {
-        byProcessBudget ? "\(words) (process send budget \(ScriptLimits.describe(bytes: limits.sendBudget ?? 0)))" : words
+        byProcessBudget ? "\(words) (process send budget \(ScriptLimits.describe(bytes: processSendBudget)))" : words
     }
 
     /// The one warning, the first time the process-wide budget turned a message away.
     func warnSendBudgetReached() {
-        let budget = ScriptLimits.describe(bytes: limits.sendBudget ?? 0)
+        let budget = ScriptLimits.describe(bytes: processSendBudget)
         let share = options.workers > 1 ? " (this worker's part: \(ScriptLimits.describe(bytes: sendBudget.budget)))" : ""
         options.logger.warning(
             "the process send budget \(budget)\(share) is reached (\(sendBudget.used) bytes waiting on all connections): sends are refused or dropped by each connection's overflow rule until it falls under half; raise it with --send-budget or mw.limits { send_budget = ... }"

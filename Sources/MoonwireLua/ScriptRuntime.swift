@@ -100,6 +100,9 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// This loop's part of the process-wide send budget, charged by every connection and
     /// peer of the script (`--send-budget`, `mw.limits { send_budget = }`).
     public let sendBudget: SendBudgetPool
+    /// The whole process's send budget, as the limits say (``sendBudget`` holds this
+    /// worker's part): what refusals and the warning name.
+    var processSendBudget = 0
 
     /// Every Swift function Lua can call, registered: the trampolines' contexts.
     private var functionEntries: [LuaFunctionEntry] = []
