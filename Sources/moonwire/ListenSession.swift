@@ -67,7 +67,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         pool.onFirstReached = { [printer, pool] in
             printer.event(
                 "warning",
-                "the process send budget \(ByteSize.describe(pool.budget)) is reached: messages to slow peers are dropped until it falls under half; raise it with --send-budget",
+                "the process send budget \(pool.described) is reached: messages to slow peers are dropped until it falls under half; raise it with --send-budget",
                 isError: true)
         }
         return pool

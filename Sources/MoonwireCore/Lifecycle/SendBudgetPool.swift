@@ -66,9 +66,6 @@ public final class SendBudgetPool {
         self.eventLoop = eventLoop
     }
 
-    /// True while a waiting buffer is held back by the pool.
-    public var isReached: Bool { !self.waiters.isEmpty }
-
     /// Buffers waiting for the pool to drain.
     public var waiting: Int { self.waiters.count }
 
