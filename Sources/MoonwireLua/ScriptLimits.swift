@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import MoonwireCore
 
 /// What one Lua state may take from the process: memory, and how long a
 /// callback may hold the event loop. Each field is nil where nothing chose it
@@ -17,11 +18,15 @@ public struct ScriptLimits: Equatable, Sendable {
     public var callbackWarning: Double?
     /// Seconds a callback may run before it is interrupted with an error; 0 for never.
     public var callbackTimeout: Double?
+    /// Bytes all connections of the process may hold waiting to be sent (the process-wide
+    /// send budget, shared by the workers); 0 for no limit.
+    public var sendBudget: Int?
 
-    public init(memory: Int? = nil, callbackWarning: Double? = nil, callbackTimeout: Double? = nil) {
+    public init(memory: Int? = nil, callbackWarning: Double? = nil, callbackTimeout: Double? = nil, sendBudget: Int? = nil) {
         self.memory = memory
         self.callbackWarning = callbackWarning
         self.callbackTimeout = callbackTimeout
+        self.sendBudget = sendBudget
     }
 
     /// The smallest memory limit: below it the prelude itself does not fit.
@@ -37,7 +42,7 @@ public struct ScriptLimits: Equatable, Sendable {
     /// fails with an error at its line, before the kernel's OOM killer ends
     /// the whole process (and the other workers with it).
     public static func defaultMemory(workers: Int) -> Int {
-        let physical = Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE)))
+        let physical = ByteSize.physicalMemory
         guard physical > 0 else { return 1 << 30 }
         return max(minimumMemory, min(1 << 30, physical / 2 / max(1, workers)))
     }
@@ -46,7 +51,7 @@ public struct ScriptLimits: Equatable, Sendable {
     public func over(_ other: ScriptLimits) -> ScriptLimits {
         ScriptLimits(
             memory: memory ?? other.memory, callbackWarning: callbackWarning ?? other.callbackWarning,
-            callbackTimeout: callbackTimeout ?? other.callbackTimeout
+            callbackTimeout: callbackTimeout ?? other.callbackTimeout, sendBudget: sendBudget ?? other.sendBudget
         )
     }
 
@@ -54,16 +59,12 @@ public struct ScriptLimits: Equatable, Sendable {
     public func resolved(workers: Int) -> ScriptLimits {
         over(ScriptLimits(
             memory: Self.defaultMemory(workers: workers), callbackWarning: Self.defaultCallbackWarning,
-            callbackTimeout: Self.defaultCallbackTimeout
+            callbackTimeout: Self.defaultCallbackTimeout, sendBudget: SendBudgetPool.defaultBudget
         ))
     }
 
     /// `512 MiB`, `1.5 GiB`, `300 KiB`: how a limit reads in a message.
     public static func describe(bytes: Int) -> String {
-        for (unit, name) in [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] where bytes >= unit {
-            let value = Double(bytes) / Double(unit)
-            return value == value.rounded() ? "\(Int(value)) \(name)" : "\((value * 10).rounded() / 10) \(name)"
-        }
-        return "\(bytes) bytes"
+        ByteSize.describe(bytes)
     }
 }

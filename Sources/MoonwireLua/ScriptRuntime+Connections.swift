@@ -118,7 +118,8 @@ extension ScriptRuntime {
         let (text, url) = try endpoint(args, TransportURL.init)
         let opts = try args.value(2)
         let framer = LuaFramer(runtime: self)
-        let parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
+        var parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
+        parsed.configuration.sendBudget = sendBudget
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
@@ -171,10 +172,10 @@ extension ScriptRuntime {
             return 1
         case .queueFull:
             metrics.registry.add(metrics.refused)
-            refusal = "queue full"
+            refusal = self.refusal("queue full", byProcessBudget: c.connection.refusedByProcessBudget)
         case .tooLarge:
             metrics.registry.add(metrics.refused)
-            refusal = "message too large"
+            refusal = self.refusal("message too large", byProcessBudget: c.connection.refusedByProcessBudget)
         case .closed:
             // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
             if c.connection.state == "open", let reason = c.connection.lastRefusal {

@@ -18,6 +18,25 @@ extension ScriptRuntime {
         let limits = self.limits
         mw_guard_set_memory_limit(vm.guardState, limits.memory ?? 0)
         mw_guard_set_callback_limits(vm.guardState, limits.callbackWarning ?? 0, limits.callbackTimeout ?? 0)
+        // Each worker's loop holds its part of the process's budget.
+        processSendBudget = limits.sendBudget ?? 0
+        sendBudget.budget = processSendBudget == 0 ? 0 : max(1, processSendBudget / max(1, options.workers))
+    }
+
+    /// The words of a send the budget turned away: the connection's own budget, or the
+    /// process's (`queue full (process send budget 256 MiB)`, which still starts as the
+    /// connection's does, for scripts that match it).
+    func refusal(_ words: String, byProcessBudget: Bool) -> String {
+        byProcessBudget ? "\(words) (process send budget \(ScriptLimits.describe(bytes: processSendBudget)))" : words
+    }
+
+    /// The one warning, the first time the process-wide budget turned a message away.
+    func warnSendBudgetReached() {
+        let budget = ScriptLimits.describe(bytes: processSendBudget)
+        let share = options.workers > 1 ? " (this worker's part: \(ScriptLimits.describe(bytes: sendBudget.budget)))" : ""
+        options.logger.warning(
+            "the process send budget \(budget)\(share) is reached (\(sendBudget.used) bytes waiting on all connections): sends are refused or dropped by each connection's overflow rule until it falls under half; raise it with --send-budget or mw.limits { send_budget = ... }"
+        )
     }
 
     /// A callback has held the loop for `seconds` (once per callback).
@@ -61,7 +80,7 @@ extension ScriptRuntime {
         return nil
     }
 
-    /// `mw.limits { memory = BYTES, callback_warning = S, callback_timeout = S }`:
+    /// `mw.limits { memory = BYTES, callback_warning = S, callback_timeout = S, send_budget = BYTES }`:
     /// changes what the command line left to the script, from now on; returns
     /// the limits in force (with no argument, only that).
     func setLimits(_ args: LuaArguments) throws -> Int32 {
@@ -74,6 +93,7 @@ extension ScriptRuntime {
                 }
                 chosen.memory = memory
             }
+            chosen.sendBudget = try t.integer("send_budget") ?? chosen.sendBudget
             chosen.callbackWarning = try t.seconds("callback_warning") ?? chosen.callbackWarning
             chosen.callbackTimeout = try t.seconds("callback_timeout") ?? chosen.callbackTimeout
             try t.finish()
@@ -85,6 +105,7 @@ extension ScriptRuntime {
             .text("memory"): .integer(Int64(limits.memory ?? 0)),
             .text("callback_warning"): .number(limits.callbackWarning ?? 0),
             .text("callback_timeout"): .number(limits.callbackTimeout ?? 0),
+            .text("send_budget"): .integer(Int64(limits.sendBudget ?? 0)),
         ]))
         return 1
     }

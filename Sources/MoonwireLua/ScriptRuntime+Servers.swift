@@ -63,8 +63,8 @@ extension ScriptRuntime {
             case .sent?, .queued?, .dropped?:
                 args.lua.push(true)
                 return 1
-            case .full?: refusal = "queue full"
-            case .tooLarge?: refusal = "message too large"
+            case .full?: refusal = rt.refusal("queue full", byProcessBudget: p.peer.outbound.refusedByPool)
+            case .tooLarge?: refusal = rt.refusal("message too large", byProcessBudget: p.peer.outbound.refusedByPool)
             case .unsendable?, nil: refusal = "closed"
             }
             args.lua.pushNil()
@@ -175,6 +175,7 @@ extension ScriptRuntime {
         let server: MessageServer
         do {
             server = try MessageServer(url: url, options: options, eventLoop: eventLoop)
+            server.sendBudget = sendBudget
         } catch {
             args.lua.pushNil()
             args.lua.push("\(error)")
@@ -200,6 +201,7 @@ extension ScriptRuntime {
     /// ```
     public func serve(_ server: MessageServer, observer: MessageServerDelegate, script path: String) -> EventLoopFuture<Int32> {
         eventLoop.preconditionInEventLoop()
+        server.sendBudget = sendBudget
         let s = LuaServer(runtime: self, server: server)
         s.observer = observer
         server.delegate = s

@@ -97,6 +97,12 @@ public final class ScriptRuntime: @unchecked Sendable {
     var serverEvents: [LuaReference?] = []
     /// The run's metrics (built-in and the script's own), touched only on `eventLoop`.
     public let metrics = RunMetrics()
+    /// This loop's part of the process-wide send budget, charged by every connection and
+    /// peer of the script (`--send-budget`, `mw.limits { send_budget = }`).
+    public let sendBudget: SendBudgetPool
+    /// The whole process's send budget, as the limits say (``sendBudget`` holds this
+    /// worker's part): what refusals and the warning name.
+    var processSendBudget = 0
 
     /// Every Swift function Lua can call, registered: the trampolines' contexts.
     private var functionEntries: [LuaFunctionEntry] = []
@@ -119,7 +125,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         if options.virtualTime { clock.makeVirtual() }
         self.timers = TimerScheduler(eventLoop: eventLoop, clock: clock)
         self.completionPromise = eventLoop.makePromise()
+        self.sendBudget = SendBudgetPool(budget: 0, eventLoop: eventLoop)
         metrics.shard = options.shard
+        sendBudget.onFirstReached = { [weak self] in self?.warnSendBudgetReached() }
         installGuard()
         installModule()
     }

@@ -97,15 +97,16 @@ public final class TestFileRunner: @unchecked Sendable {
     /// The runner's function that ends the running test when a callback raised.
     private var onUncaught: LuaReference?
 
-    /// `memoryLimit`: bytes the file's Lua state may hold (nil: the default, 0: none).
-    public init(eventLoop: EventLoop, logger: Logger, memoryLimit: Int? = nil) {
+    /// `memoryLimit`: bytes the file's Lua state may hold (nil: the default, 0: none);
+    /// `sendBudget`: bytes its connections may hold waiting to be sent, together.
+    public init(eventLoop: EventLoop, logger: Logger, memoryLimit: Int? = nil, sendBudget: Int? = nil) {
         let uncaught = self.uncaught
         runtime = ScriptRuntime(
             eventLoop: eventLoop,
             options: .init(keepGoing: true, logger: logger, reportError: { message in
                 uncaught.messages.append(message)
                 uncaught.notify?()
-            }, limits: ScriptLimits(memory: memoryLimit, callbackWarning: 0, callbackTimeout: 0))
+            }, limits: ScriptLimits(memory: memoryLimit, callbackWarning: 0, callbackTimeout: 0, sendBudget: sendBudget))
         )
         runtime.heldOpen = true
         // Called while the callback's error unwinds: tell the runner on a clean stack.

@@ -39,6 +39,12 @@ enum ArgumentValues {
         return value * unit
     }
 
+    /// A limit's size: nil when the flag was not given, 0 for "no limit", else as ``size(_:flag:)``.
+    static func limit(_ text: String?, flag: String) throws -> Int? {
+        guard let text else { return nil }
+        return text == "0" ? 0 : try size(text, flag: flag)
+    }
+
     /// A number of seconds, 0 or more.
     static func seconds(_ value: Double, flag: String) throws -> Double {
         guard value >= 0, !value.isNaN else {

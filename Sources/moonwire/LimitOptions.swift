@@ -11,19 +11,31 @@ struct MemoryLimitOption: ParsableArguments {
     func validate() throws { _ = try bytes() }
 
     func bytes() throws -> Int? {
-        guard let memoryLimit else { return nil }
-        if memoryLimit == "0" { return 0 }
-        let bytes = try ArgumentValues.size(memoryLimit, flag: "--memory-limit")
-        guard bytes >= ScriptLimits.minimumMemory else {
-            throw ValidationError("--memory-limit \(memoryLimit) is too small for the Lua state itself; give 8M or more, or 0 for no limit")
+        let bytes = try ArgumentValues.limit(memoryLimit, flag: "--memory-limit")
+        if let bytes, bytes != 0, bytes < ScriptLimits.minimumMemory {
+            throw ValidationError("--memory-limit \(memoryLimit ?? "") is too small for the Lua state itself; give 8M or more, or 0 for no limit")
         }
         return bytes
     }
 }
 
-/// `run` and `listen --script`: the memory limit and how long a callback may hold the event loop.
+/// `--send-budget`, for run, listen (with or without --script) and test.
+struct SendBudgetOption: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "Bytes all connections of the process may hold waiting to be sent, on top of each connection's own queue.bytes, such as 256M or 2G; 0 for no process limit. Past it sends are refused (\"queue full (process send budget ...)\") or dropped by each connection's overflow rule. Default: a quarter of the machine's memory, at most 1G, shared by the workers.",
+        valueName: "bytes"))
+    var sendBudget: String?
+
+    func validate() throws { _ = try bytes() }
+
+    func bytes() throws -> Int? { try ArgumentValues.limit(sendBudget, flag: "--send-budget") }
+}
+
+/// `run` and `listen`: the memory limit, how long a callback may hold the event loop, and
+/// the process-wide send budget.
 struct LimitOptions: ParsableArguments {
     @OptionGroup var memory: MemoryLimitOption
+    @OptionGroup var sendBudget: SendBudgetOption
 
     @Option(help: ArgumentHelp(
         "Seconds a callback may run without returning to the event loop before it is interrupted with a Lua error at its line; 0 never interrupts. Default: 10.",
@@ -42,7 +54,8 @@ struct LimitOptions: ParsableArguments {
         ScriptLimits(
             memory: try memory.bytes(),
             callbackWarning: try callbackWarning.map { try ArgumentValues.seconds($0, flag: "--callback-warning") },
-            callbackTimeout: try callbackTimeout.map { try ArgumentValues.seconds($0, flag: "--callback-timeout") }
+            callbackTimeout: try callbackTimeout.map { try ArgumentValues.seconds($0, flag: "--callback-timeout") },
+            sendBudget: try sendBudget.bytes()
         )
     }
 }

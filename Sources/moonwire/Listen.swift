@@ -92,7 +92,11 @@ struct Listen: ParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let server = ListenSession(
-            settings: .init(echo: echo, relay: relay, hexInput: session.hexInput), printer: printer, eventLoop: loop
+            settings: .init(
+                echo: echo, relay: relay, hexInput: session.hexInput,
+                sendBudget: try limits.sendBudget.bytes() ?? SendBudgetPool.defaultBudget
+            ),
+            printer: printer, eventLoop: loop
         )
         let signals: SignalTrap
         var scripted: ListenSession.Script?

@@ -9,6 +9,8 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         var echo: Bool
         var relay: Bool
         var hexInput: Bool
+        /// The process-wide send budget of the peers without a script; 0 for no limit.
+        var sendBudget: Int
     }
 
     private let settings: Settings
@@ -48,6 +50,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
                 script.serve(server, self).cascade(to: promise)
             } else {
                 server.delegate = self
+                server.sendBudget = sendBudget()
             }
         } catch {
             printer.event("error", "cannot listen on \(url): \(error)", isError: true)
@@ -56,6 +59,18 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         }
         printer.console.start(on: eventLoop, onLine: handle, onEnd: inputEnded)
         return promise.futureResult
+    }
+
+    /// The peers' process-wide send budget (a script has its own, which it can change).
+    private func sendBudget() -> SendBudgetPool {
+        let pool = SendBudgetPool(budget: settings.sendBudget, eventLoop: eventLoop)
+        pool.onFirstReached = { [printer, pool] in
+            printer.event(
+                "warning",
+                "the process send budget \(pool.described) is reached: messages to slow peers are dropped until it falls under half; raise it with --send-budget",
+                isError: true)
+        }
+        return pool
     }
 
     // MARK: Input

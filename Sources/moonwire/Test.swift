@@ -76,6 +76,8 @@ struct Test: ParsableCommand {
 
     @OptionGroup var memory: MemoryLimitOption
 
+    @OptionGroup var sendBudget: SendBudgetOption
+
     @Argument(help: "Test files or folders (default: tests/ or spec/).")
     var paths: [String] = []
 
@@ -211,7 +213,9 @@ struct Test: ParsableCommand {
 
     private func runFile(_ file: String, run: Int?, options: TestFileRunner.Options, on loop: EventLoop) -> TestFileReport {
         let start = Date()
-        let runner = TestFileRunner(eventLoop: loop, logger: global.makeLogger(), memoryLimit: try? memory.bytes())
+        // The process's send budget is shared by the files running side by side.
+        let budget = (try? sendBudget.bytes()).flatMap { $0 }.map { $0 == 0 ? 0 : max(1, $0 / jobs) }
+        let runner = TestFileRunner(eventLoop: loop, logger: global.makeLogger(), memoryLimit: try? memory.bytes(), sendBudget: budget)
         let results: [TestCaseResult]
         do {
             results = try runner.run(file: file, options: options).wait()

@@ -18,6 +18,8 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
     var closes: [(id: Int, info: CloseInfo, at: NIODeadline)] = []
     var failures: [(id: Int?, error: ConnectionError)] = []
     var acceptPauses: [AcceptPause] = []
+    /// Peers whose budget drained (`on_drain`), in order.
+    var drains: [Int] = []
     var onConnect: (ServerPeer) -> Void = { _ in }
     var onMessage: (ServerPeer, ByteBuffer, MessageKind) -> Void = { _, _, _ in }
 
@@ -81,14 +83,23 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
     func server(_ server: MessageServer, accepting event: AcceptPause) {
         self.acceptPauses.append(event)
     }
+
+    func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {
+        self.drains.append(peer.id)
+    }
 }
 
 /// A blocking client socket, so a test controls exactly how bytes are cut into writes.
 final class RawSocket {
     private let fd: Int32
 
-    init(port: Int) throws {
+    /// Connects to `port` on 127.0.0.1; `receiveBuffer` asks the kernel for a small receive
+    /// buffer (a peer that stops reading then holds back little).
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         self.fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(self.fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -119,6 +130,19 @@ final class RawSocket {
             offset += size
             usleep(pause)
         }
+    }
+
+    /// Reads until `count` bytes arrived (or EOF, an error or 5 s without a byte).
+    func read(count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(count)
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while out.count < count {
+            let n = buffer.withUnsafeMutableBytes { recv(self.fd, $0.baseAddress, min($0.count, count - out.count), 0) }
+            guard n > 0 else { break }
+            out += buffer[0..<n]
+        }
+        return out
     }
 
     /// Reads until EOF (or an error or the 5 s timeout): what arrived, and whether EOF came.

@@ -167,6 +167,52 @@ import Glibc
         #expect(r.stderr.components(separatedBy: "reached its send budget").count == 2, "warned once: \(r.stderr)")
     }
 
+    /// The process-wide send budget (2 MiB from the script's mw.limits) fills long before
+    /// the 8 connections' own budgets (4 MiB each): refused with the process's words, which
+    /// still start as the connection's; drain waits for it; everything taken arrives; one
+    /// warning, the process's.
+    @Test func processBudgetExample() throws {
+        let r = try CommandRunner.run("run", "examples/send_budget_process.lua")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            connections 8, sent 3200, received 3200, in order: true, dropped: 0
+            refused: true (queue full (process send budget 2 MiB)), budget: 2097152
+
+            """)
+        #expect(r.stderr.components(separatedBy: "the process send budget 2 MiB is reached").count == 2, "warned once: \(r.stderr)")
+        #expect(!r.stderr.contains("reached its send budget"), "no connection reached its own: \(r.stderr)")
+    }
+
+    /// `--send-budget` wins over the script's `mw.limits`.
+    @Test func sendBudgetFlag() throws {
+        let r = try CommandRunner.run("run", "--send-budget", "1M", "examples/send_budget_process.lua", "4", "200")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasSuffix("refused: true (queue full (process send budget 1 MiB)), budget: 1048576\n"), "\(r.stdout)")
+        #expect(r.stderr.components(separatedBy: "the process send budget 1 MiB is reached").count == 2, "warned once: \(r.stderr)")
+        let bad = try CommandRunner.run("run", "--send-budget", "lots", "examples/send_budget_process.lua")
+        #expect(bad.status != 0 && bad.stderr.contains("--send-budget 'lots' is not a size"), "\(bad.stderr)")
+        let test = try CommandRunner.run("test", "--send-budget", "3M", Self.fixture("send_budget_test.lua"))
+        #expect(test.status == 0, "moonwire test gives the file the budget: \(test.stdout)")
+    }
+
+    /// A server's peers charge the process's budget too: broadcasts a peer cannot take are
+    /// counted in its `dropped`, `peer:send` is refused with the process's words, and once
+    /// the clients read the peers drain and every broadcast taken arrives.
+    @Test func processBudgetForAServersPeers() throws {
+        let r = try CommandRunner.run("run", Self.fixture("process_budget.lua"))
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 6, "\(r.stdout)")
+        guard lines.count == 6 else { return }
+        #expect(lines[0] == "true", "the default is above 0, at most 1 GiB")
+        #expect(lines[1].hasSuffix("(limits.send_budget: integer of at least 0 expected, got number)"))
+        #expect(lines[2] == "1048576")
+        #expect(lines[3] == "nil\tqueue full (process send budget 1 MiB)")
+        #expect(lines[4] == "true\ttrue\ttrue", "broadcasts taken or counted dropped")
+        #expect(lines[5] == "true\ttrue", "every broadcast a peer took arrived")
+        #expect(r.stderr.components(separatedBy: "the process send budget 1 MiB is reached").count == 2, "warned once: \(r.stderr)")
+    }
+
     /// Connects, sends a WebSocket upgrade request and never reads: a receive buffer of
     /// 4 KiB, so the kernel holds little for it.
     static func stalledWebSocketClient(port: Int) -> Int32 {

@@ -64,6 +64,8 @@ public final class ManagedConnection {
         public var queueLimit = 1024
         public var queueBytes = 16 << 20
         public var overflow = SendQueue<OutboundMessage>.Overflow.error
+        /// The process-wide budget (of this loop) the connection's budget charges, if any.
+        public var sendBudget: SendBudgetPool?
         public var reconnect: ReconnectPolicy? = ReconnectPolicy()
         public var heartbeat: HeartbeatMonitor.Configuration? = HeartbeatMonitor.Configuration()
         /// `ready = "manual"`: after each open, what is sent or queued stays queued until
@@ -176,7 +178,9 @@ public final class ManagedConnection {
         socket = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
         heartbeat = HeartbeatDriver(configuration.heartbeat, eventLoop: eventLoop)
-        outbound = OutboundBuffer(limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow)
+        outbound = OutboundBuffer(
+            limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow, pool: configuration.sendBudget
+        )
         socket.delegate = self
         outbound.writer = self
         heartbeat.owner = self
@@ -268,6 +272,10 @@ public final class ManagedConnection {
 
     /// The byte budget (`queue.bytes`).
     public var queueBytes: Int { outbound.queue.byteLimit }
+
+    /// The last send turned away (`.queueFull`, `.tooLarge`, or dropped) was turned away by
+    /// the process-wide budget, not by the connection's own.
+    public var refusedByProcessBudget: Bool { outbound.refusedByPool }
 
     /// True from the moment the budget turned a message away until `buffered` fell back
     /// under half of it: what `c:drain()` waits for.

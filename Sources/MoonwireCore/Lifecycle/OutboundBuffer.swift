@@ -51,6 +51,15 @@ enum OutboundLink {
         }
     }
 
+    /// The handler's small frames not handed to the channel yet.
+    var gatheredBytes: Int {
+        switch self {
+        case .clientWebSocket(let handler): handler.outbound.gatheredBytes
+        case .serverWebSocket(let handler): handler.outbound.gatheredBytes
+        case .tcp(let handler): handler.outbound.gatheredBytes
+        }
+    }
+
     /// Frames and writes one message, or writes a finished frame as it is.
     @inline(__always)
     func write(_ message: OutboundMessage) throws(UsageError) {
@@ -134,6 +143,10 @@ protocol OutboundWriter: AnyObject {
 /// application says it is ready). It is the only condition on flushing besides
 /// writability.
 ///
+/// With a ``SendBudgetPool`` (the process-wide budget), the buffer charges it what it holds,
+/// and an offer the pool cannot take is turned away as when the buffer's own budget is
+/// full (``refusedByPool`` tells the two apart).
+///
 /// All methods must be called on the channel's event loop.
 public final class OutboundBuffer {
     /// How a write to the link went.
@@ -179,6 +192,20 @@ public final class OutboundBuffer {
     public private(set) var budgetReached = false
     /// The channel's high water mark: a quarter of the byte budget, at most 1 MiB.
     public let highWater: Int
+    /// The process-wide budget this buffer charges, if any.
+    public let pool: SendBudgetPool?
+    /// The last message turned away (refused or dropped) was turned away by ``pool``, not
+    /// by this buffer's own budget: `nil, "queue full (process send budget …)"`.
+    public private(set) var refusedByPool = false
+    /// Waiting in ``pool``'s waiters, for it to fall under half.
+    var poolWaiting = false
+    /// This buffer's slot among the pool's holders of channel bytes, or -1.
+    var poolSlot = -1
+    /// What this buffer charges ``pool``: the queue's bytes plus ``channelCharge``.
+    private var pooled = 0
+    /// A bound of what the channel holds, for ``pool``: each write adds its size; asking
+    /// the channel sets it.
+    private var channelCharge = 0
 
     private var channel: Channel?
     /// The handler of the attached channel: what messages are written to.
@@ -195,10 +222,18 @@ public final class OutboundBuffer {
     /// channel see them and turn unwritable.
     private var unflushed = 0
 
-    /// Creates an empty buffer with the budget `limit` messages / `bytes` bytes.
-    public init(limit: Int = 1024, bytes: Int = 16 << 20, overflow: SendQueue<OutboundMessage>.Overflow = .error) {
+    /// Creates an empty buffer with the budget `limit` messages / `bytes` bytes, charging
+    /// `pool` (the process-wide budget) when given.
+    public init(limit: Int = 1024, bytes: Int = 16 << 20, overflow: SendQueue<OutboundMessage>.Overflow = .error, pool: SendBudgetPool? = nil) {
         self.queue = SendQueue(limit: limit, bytes: bytes, overflow: overflow)
         self.highWater = max(1, min(bytes / 4, 1 << 20))
+        self.pool = pool
+    }
+
+    deinit {
+        guard let pool = self.pool else { return }
+        pool.add(-self.pooled)
+        if self.poolSlot >= 0 { pool.release(slot: self.poolSlot) }
     }
 
     /// Messages waiting (`stats().queued`).
@@ -209,8 +244,12 @@ public final class OutboundBuffer {
 
     /// Bytes the channel holds that the socket has not taken yet.
     public var channelBuffered: Int {
-        guard let channel = self.channel, let bytes = try? channel.syncOptions?.getOption(.bufferedWritableBytes) else { return 0 }
+        guard let channel = self.channel, let bytes = try? channel.syncOptions?.getOption(.bufferedWritableBytes) else {
+            self.chargeChannel(0)
+            return 0
+        }
         self.channelBufferedSeen = bytes
+        self.chargeChannel(bytes + (self.link?.gatheredBytes ?? 0))
         return bytes
     }
 
@@ -249,6 +288,7 @@ public final class OutboundBuffer {
         self.link = nil
         self.channelBufferedSeen = nil
         self.unflushed = 0
+        self.chargeChannel(0)
     }
 
     // MARK: Sending
@@ -285,20 +325,32 @@ public final class OutboundBuffer {
         message: () -> OutboundMessage, merge: ((inout OutboundMessage) -> Bool)?
     ) -> Offer {
         if self.lastRefusal != nil { self.lastRefusal = nil }
+        self.refusedByPool = false
         guard size <= self.queue.byteLimit else { return .tooLarge }
+        if let pool = self.pool, pool.budget > 0, size > pool.budget {
+            self.refusedByPool = true
+            return .tooLarge
+        }
+        let poolFits = self.pool?.fits(size) ?? true
         if let channel = self.channel, let link = self.link {
             // A message that could pass the budget on top of what the channel holds (only a
-            // large one can) goes through the queue, which counts both.
-            let straight = direct || (!self.isHeld && self.queue.isEmpty && channel.isWritable
+            // large one can) goes through the queue, which counts both; so does one the pool
+            // cannot take, for the overflow rule.
+            let straight = direct || (poolFits && !self.isHeld && self.queue.isEmpty && channel.isWritable
                 && (size + self.highWater <= self.queue.byteLimit || size + self.channelBuffered <= self.queue.byteLimit))
             if straight {
                 if direct && self.buffered + size > self.queue.byteLimit {
                     self.reached()
                     return .full
                 }
+                if direct && !poolFits {
+                    self.reachedPool()
+                    return .full
+                }
                 switch self.outcome(of: { () throws(UsageError) in try write(link) }) {
                 case .written:
                     self.channelBufferedSeen = nil
+                    self.chargeWritten(size)
                     self.unflushed += size
                     if self.unflushed >= self.highWater {
                         self.unflushed = 0
@@ -317,20 +369,29 @@ public final class OutboundBuffer {
         // when the message does not fit by it is the channel asked.
         var elsewhere = self.channelBufferedAtMost
         if !self.queue.fits(size: size, alsoBuffered: elsewhere) { elsewhere = self.channelBuffered }
-        let merged = merge.map { self.queue.mergeIntoLast(size: size, alsoBuffered: elsewhere, $0) } ?? false
-        let result = merged ? .queued : self.queue.enqueue(message(), size: size, alsoBuffered: elsewhere)
+        // The pool's room as more bytes held elsewhere, so that the queue's rule (and
+        // drop_oldest's making room) applies to whichever budget is tighter.
+        let ownFits = self.queue.fits(size: size, alsoBuffered: elsewhere)
+        var bound = elsewhere
+        if !poolFits, let pool = self.pool {
+            let queueRoom = pool.budget - (pool.used - self.queue.bytes)
+            bound = max(elsewhere, self.queue.byteLimit - queueRoom)
+        }
+        let merged = merge.map { self.queue.mergeIntoLast(size: size, alsoBuffered: bound, $0) } ?? false
+        let result = merged ? .queued : self.queue.enqueue(message(), size: size, alsoBuffered: bound)
+        self.recharge()
         switch result {
         case .queued:
             if self.channel?.isWritable == true { self.flush() }
             return .queued
         case .droppedOldest:
-            self.reached()
+            self.turnedAway(byPool: ownFits)
             return .queued
         case .droppedNewest:
-            self.reached()
+            self.turnedAway(byPool: ownFits)
             return .dropped
         case .full:
-            self.reached()
+            self.turnedAway(byPool: ownFits)
             return .full
         case .tooLarge:
             return .tooLarge
@@ -352,6 +413,7 @@ public final class OutboundBuffer {
                 switch self.outcome(of: { () throws(UsageError) in try link.write(item.message) }) {
                 case .written:
                     self.channelBufferedSeen = nil
+                    self.channelCharge += item.size
                     batch += item.size
                     wrote.messages += item.message.count
                     wrote.payloadBytes += item.message.payloadSize
@@ -366,6 +428,7 @@ public final class OutboundBuffer {
             channel.flush()
         }
         self.unflushed = 0
+        self.recharge()
         self.checkDrained()
     }
 
@@ -393,7 +456,12 @@ public final class OutboundBuffer {
     /// messages it held. What the channel already took still goes out.
     @discardableResult
     public func dropQueue() -> Int {
-        self.queue.removeAll()
+        defer { self.recharge() }
+        return self.queue.removeAll()
+    }
+
+    private func turnedAway(byPool: Bool) {
+        if byPool { self.reachedPool() } else { self.reached() }
     }
 
     private func reached() {
@@ -404,9 +472,66 @@ public final class OutboundBuffer {
         }
     }
 
+    /// The pool turned a message away: `drain` waits for the pool too (its warning is the
+    /// pool's, once for all buffers).
+    private func reachedPool() {
+        self.budgetReached = true
+        self.refusedByPool = true
+        self.pool?.turnedAway(self)
+    }
+
     private func checkDrained() {
-        guard self.budgetReached, self.buffered < self.queue.byteLimit / 2, self.queue.count <= self.queue.limit / 2 else { return }
+        guard self.budgetReached, !self.poolWaiting, self.buffered < self.queue.byteLimit / 2,
+            self.queue.count <= self.queue.limit / 2
+        else { return }
         self.budgetReached = false
         self.writer?.outboundDrained()
+    }
+
+    // MARK: The pool
+
+    /// The pool fell under half since it turned a message of this buffer away.
+    func poolDrained() {
+        self.poolWaiting = false
+        self.checkDrained()
+    }
+
+    /// The pool asks what the channel holds now (``channelBuffered`` charges it).
+    func sampleChannelForPool() {
+        _ = self.channelBuffered
+    }
+
+    /// A write put `size` bytes in the channel.
+    @inline(__always)
+    private func chargeWritten(_ size: Int) {
+        guard let pool = self.pool else { return }
+        self.channelCharge += size
+        pool.wrote(size)
+        self.recharge()
+    }
+
+    /// The channel was asked: it holds `bytes` (with the handler's gathered frames).
+    private func chargeChannel(_ bytes: Int) {
+        guard self.pool != nil else { return }
+        self.channelCharge = bytes
+        self.recharge()
+    }
+
+    /// Brings what this buffer charges the pool to the queue's bytes plus the channel's bound.
+    @inline(__always)
+    private func recharge() {
+        guard let pool = self.pool else { return }
+        let now = self.queue.bytes + self.channelCharge
+        if now != self.pooled {
+            pool.add(now - self.pooled)
+            self.pooled = now
+        }
+        if self.channelCharge > 0 {
+            if self.poolSlot < 0 { pool.hold(self) }
+        } else if self.poolSlot >= 0 {
+            let slot = self.poolSlot
+            self.poolSlot = -1
+            pool.release(slot: slot)
+        }
     }
 }

@@ -33,6 +33,9 @@ public final class MessageServer {
     public weak var delegate: MessageServerDelegate?
     /// True until ``close()``.
     public private(set) var isListening = true
+    /// The process-wide budget (of this loop) every peer's budget charges, if any: set it
+    /// before peers connect (peers made before keep none).
+    public var sendBudget: SendBudgetPool?
 
     private var peersByID: [Int: ServerPeer] = [:]
     private var nextID = 1

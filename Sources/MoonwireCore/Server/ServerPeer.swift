@@ -62,7 +62,9 @@ public final class ServerPeer {
         let options = server.options
         self.heartbeat = HeartbeatDriver(options.heartbeat, eventLoop: channel.eventLoop)
         self.autoReply = options.autoReply
-        self.outbound = OutboundBuffer(limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow)
+        self.outbound = OutboundBuffer(
+            limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow, pool: server.sendBudget
+        )
         self.outbound.writer = self
         self.heartbeat.owner = self
     }

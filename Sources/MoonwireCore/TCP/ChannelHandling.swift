@@ -78,6 +78,9 @@ final class ChannelOutbound {
     /// The connection's send budget, while attached to this handler's channel.
     weak var budget: OutboundBuffer?
 
+    /// Bytes of the small frames not handed to the channel yet (not in its buffered bytes).
+    var gatheredBytes: Int { self.gathered?.readableBytes ?? 0 }
+
     func readStarted() {
         self.flushes.readStarted()
     }

@@ -1,0 +1,5 @@
+describe("moonwire test --send-budget", function()
+  it("is the file's process send budget", function()
+    assert.are.equal(3 * 1024 * 1024, mw.limits().send_budget)
+  end)
+end)
