@@ -93,7 +93,8 @@ class Config:
         self.idle_seconds = float(E("IDLE_SECONDS", "30"))  # one whole heartbeat period
         self.spread_clients = [int(x) for x in E("SPREAD_CLIENTS", "1000,10000,20000").split(",") if x]
         self.spread_rounds = int(E("SPREAD_ROUNDS", "100"))
-        self.cpu = E("PIN_CPU", "1")
+        self.cpu = E("PIN_CPU", "1")  # empty: nothing pinned
+        self.where = f"client and server on CPU {self.cpu}" if self.cpu else "client and server unpinned"
         self.metrics_n = int(E("METRICS_N", "1000000"))
 
     def peer_argv(self, peer, run_flags=()):
@@ -296,7 +297,7 @@ def client_args(url, spec, label):
 def peer_run(peer, server, spec, rep):
     """One client run against a fresh echo server; the client's JSON line plus
     what the driver measured around it."""
-    pin = spec["workload"] in ("rtt", "pipelined", "drained", "json")
+    pin = bool(CFG.cpu) and spec["workload"] in ("rtt", "pipelined", "drained", "json")
     ids = {"peer": peer, "server": server, "workload": spec["workload"], "size": spec.get("size"),
            "n": spec.get("n"), "conns": spec.get("conns"), "rep": rep, "pinned": pin}
     try:
@@ -726,7 +727,7 @@ def echo_tables(rows):
             group = [r for r in rows if r["workload"] == workload and r["size"] == size]
             n = group[0]["n"]
             if workload == "rtt":
-                out.append(f"### rtt — {fmt_size(size)} text, n = {n:,}, client and server on CPU {CFG.cpu}")
+                out.append(f"### rtt — {fmt_size(size)} text, n = {n:,}, {CFG.where}")
                 header = ["client", "server", "ok", "msgs/s", "range %", "p50 µs", "p99 µs", "client CPU s",
                           "max RSS MiB", "moonwire ÷ client"]
                 body = [[peer_label(r), r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["range_pct"]),
@@ -735,11 +736,11 @@ def echo_tables(rows):
             else:
                 if workload == "json":
                     out.append(f"### json — the JSON echo bot (decode, read a field, encode, send), {size} B "
-                               f"text pipelined, n = {n:,}, client and server on CPU {CFG.cpu}; moonwire "
+                               f"text pipelined, n = {n:,}, {CFG.where}; moonwire "
                                "codec = \"json\", node ws JSON.parse/stringify, picows orjson, websockets json")
                 else:
                     out.append(f"### pipelined — {fmt_size(size)} {CFG.pipe_type}, n = {n:,}, "
-                               f"client and server on CPU {CFG.cpu}")
+                               f"{CFG.where}")
                 header = ["client", "server", "ok", "msgs/s", "MiB/s", "range %", "client CPU s", "max RSS MiB",
                           "moonwire ÷ client"]
                 body = [[peer_label(r), r["server"], fmt(r["ok"]), fmt(r["msgs_per_s"]), fmt(r["mib_per_s"], 1),
@@ -813,8 +814,8 @@ def render_md(meta, summary, runs, target_rows):
               f"- peers: {meta['peer_versions']}",
               f"- duration: {meta['duration_s']:.0f} s; REPEAT={CFG.repeat} (tables show medians)",
               "- servers: rtt/pipelined — picows echo (`bench/peers/echo_picows.py`) for every client, plus one "
-              "moonwire row against moonwire's own echo (`bench/servers/echo.lua`), client and server pinned to "
-              f"CPU {CFG.cpu}; fanout — picows echo, unpinned; conns — moonwire echo, unpinned; spread — "
+              "moonwire row against moonwire's own echo (`bench/servers/echo.lua`), "
+              f"{CFG.where}; fanout — picows echo, unpinned; conns — moonwire echo, unpinned; spread — "
               "`bench/spread.sh` (moonwire server broadcasting to moonwire clients); dispatch — `moonwire-bench --json`.",
               "", "## Targets", "",
               table(["target", "measured", "met"],
@@ -826,7 +827,7 @@ def render_md(meta, summary, runs, target_rows):
                   "divided by this row's.", ""] + echo_tables(summary["echo"])
     if summary.get("drained"):
         lines += ["## drained — send budget vs pipelined (moonwire client, picows echo, "
-                  f"CPU {CFG.cpu})", "",
+                  f"{CFG.where})", "",
                   "drained: `if not c:send(m) then c:drain() end` with the default budget (1024 messages, "
                   "16 MiB), and with `queue.bytes` set to the bytes the pipelined window keeps in flight "
                   "(1 MiB at 1 KiB, 4 MiB at 64 KiB); pipelined: the window above, the queue never full.", "",
@@ -839,7 +840,7 @@ def render_md(meta, summary, runs, target_rows):
                           fmt(r["drained_mib_per_s"], 1), fmt(r["refusals"]),
                           fmt(mib(r["maxrss_kb"]), 1)] for r in summary["drained"]]), ""]
     if summary.get("metrics"):
-        lines += [f"## metrics — what measuring costs (moonwire pipelined client, picows echo, CPU {CFG.cpu})", "",
+        lines += [f"## metrics — what measuring costs (moonwire pipelined client, picows echo, {CFG.where})", "",
                   "off: `moonwire run peerbench_client.lua …`; on: `moonwire run --summary --summary-json FILE "
                   "--metrics-port PORT peerbench_client.lua …` with `/metrics` scraped every second; "
                   "alternating, medians.", "",
