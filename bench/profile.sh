@@ -71,19 +71,19 @@ client() { # N, then the tool's command line
             --workload fanout --conns "$size" --duration "$count" --lockstep 1 --size 32 --gate "$work/gate" \
             > "$work/client.out" 2> "$work/client.err" &
         local pid=$!
-        until grep -qs CONNECTED "$work/client.err"; do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        if [ "$1" = valgrind ]; then callgrind_control -i on "$pid" >/dev/null 2>&1; fi
-        touch "$work/gate"
-        # ... and turned off again before the teardown (ROUNDS: the last echo came).
-        until grep -qs ROUNDS "$work/client.err"; do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.2
-        done
-        if [ "$1" = valgrind ]; then callgrind_control -i off "$pid" >/dev/null 2>&1; fi
-        touch "$work/gate.done"
+        # Waits for the client's line $1, switches instrumentation $2 (under valgrind),
+        # then opens the gate file $3.
+        gate() {
+            until grep -qs "$1" "$work/client.err"; do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.2
+            done
+            if [ "$tool" = valgrind ]; then callgrind_control -i "$2" "$pid" >/dev/null 2>&1; fi
+            touch "$3"
+        }
+        local tool=$1
+        gate CONNECTED on "$work/gate"
+        gate ROUNDS off "$work/gate.done"   # ... off again before the teardown
         wait "$pid" || true
     else
         "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
