@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The seed's broadcast latency test: CLIENTS (default 1000) WebSocket clients, a
-# moonwire server broadcasting ROUNDS (default 100) timestamped messages 50 ms apart.
+# moonwire server broadcasting ROUNDS (default 100) timestamped messages INTERVAL
+# seconds apart (default 0.05: 20 rounds a second).
 # Prints one JSON line: spread (first to last receipt of a round, over every client)
 # and latency percentiles in milliseconds.
 #
@@ -28,7 +29,7 @@ share() { # the clients of pair $1 (from 0)
 }
 
 for ((i = 0; i < pairs; i++)); do
-    "$bin" run bench/spread_server.lua ws://127.0.0.1:0/ "$(share $i)" "$rounds" "$work/go" > "$work/server.$i" &
+    "$bin" run bench/spread_server.lua ws://127.0.0.1:0/ "$(share $i)" "$rounds" "$work/go" "${INTERVAL:-0.05}" > "$work/server.$i" &
     pids+=($!)
 done
 for ((i = 0; i < pairs; i++)); do

@@ -2,9 +2,10 @@
 -- are connected it prints CONNECTED, waits for GOFILE (written by bench/spread.sh
 -- once every server is ready) to hold a start time on the machine's monotonic
 -- clock (mw.now), and from then broadcasts a timestamped message ROUNDS times,
--- 50 ms apart. Several servers given the same GOFILE broadcast in step.
---   moonwire run bench/spread_server.lua URL CLIENTS ROUNDS GOFILE
+-- INTERVAL seconds apart (0.05). Several servers given the same GOFILE broadcast in step.
+--   moonwire run bench/spread_server.lua URL CLIENTS ROUNDS GOFILE [INTERVAL]
 local url, clients, rounds, gofile = mw.args[1], tonumber(mw.args[2]), tonumber(mw.args[3]), mw.args[4]
+local interval = tonumber(mw.args[5] or "0.05")
 local server = assert(mw.listen(url))
 io.stdout:write("READY ", server:url(), "\n")
 io.stdout:flush()
@@ -19,7 +20,7 @@ local function broadcast_from(start)
     local function done() mw.after(1, function() server:close() end) end
     round()
     if sent == rounds then return done() end
-    mw.every(0.05, function(timer)
+    mw.every(interval, function(timer)
       round()
       if sent == rounds then
         timer:cancel()
