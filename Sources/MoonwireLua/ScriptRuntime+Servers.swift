@@ -295,10 +295,16 @@ extension LuaArguments {
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
         let requested = try requestedKind(at: kindIndex)
-        let send = { (bytes: UnsafeRawBufferPointer) throws(LuaArgumentError) -> R in
+        // Closure literals handed straight to the calls: a closure kept in a local first
+        // was allocated on the heap, twice per send.
+        if json {
+            return try withJSONBytes(at: index) { bytes throws(LuaArgumentError) in
+                body(bytes, try messageKind(of: bytes, requested: requested, index: index))
+            }
+        }
+        return try withBytes(index) { bytes throws(LuaArgumentError) in
             body(bytes, try messageKind(of: bytes, requested: requested, index: index))
         }
-        return try json ? withJSONBytes(at: index, send) : withBytes(index, send)
     }
 
     /// The kind of a message to send: `requested`, else text when valid UTF-8.
