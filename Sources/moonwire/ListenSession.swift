@@ -64,7 +64,9 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
     /// The peers' process-wide send budget (a script has its own, which it can change).
     private func sendBudget() -> SendBudgetPool {
         let pool = SendBudgetPool(budget: settings.sendBudget, eventLoop: eventLoop)
-        pool.onFirstReached = { [printer, pool] in
+        // Weak: the pool keeps this closure.
+        pool.onFirstReached = { [printer, weak pool] in
+            guard let pool else { return }
             printer.event(
                 "warning",
                 "the process send budget \(pool.described) is reached: messages to slow peers are dropped until it falls under half; raise it with --send-budget",
