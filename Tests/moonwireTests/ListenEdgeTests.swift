@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// `moonwire listen` at the edge of its resources, as a separate process.
-@Suite("listen: out of file descriptors", .serialized)
+@Suite("listen: at the edge of its resources", .serialized)
 struct ListenEdgeTests {
     /// Under `ulimit -n 64`, 100 clients leave connections the server cannot accept. It
     /// must not spin on `accept` (EMFILE) but pause, say so in one line, keep its CPU
@@ -79,6 +79,30 @@ struct ListenEdgeTests {
         let r = try CommandRunner.run(["-c", "ulimit -n 32 && exec \"$0\" run \"$1\"", CommandRunner.executable.path, script], tool: "bash")
         #expect(r.stdout.contains("too many open files (this process may have 32 open; see ulimit -n)"), "\(r.stdout)\n\(r.stderr)")
     }
+
+    /// `listen --echo --send-budget 1M` without a script: a client that sends 8 MiB and
+    /// reads nothing gets what the budget takes; past it the echoes are dropped, the
+    /// warning names the budget once, and the server still serves a new client.
+    @Test func listenWithoutAScriptKeepsItsPeersUnderTheProcessSendBudget() throws {
+        let child = try ListeningChild(limit: 1024, extra: ["--send-budget", "1M"])
+        defer { child.stop() }
+        let port = try child.port()
+        let stalled = try LoopbackClient(port: port, receiveBuffer: 4096)
+        stalled.send(LoopbackClient.upgrade)
+        #expect(stalled.readHead().hasPrefix("HTTP/1.1 101 "))
+        // 128 binary frames of 64 000 zero bytes, masked with a zero key.
+        let frame = [0x82, 0x80 | 126, UInt8(64_000 >> 8), UInt8(64_000 & 0xFF), 0, 0, 0, 0] + [UInt8](repeating: 0, count: 64_000)
+        for _ in 0..<128 { stalled.send(frame) }
+        let warning = "the process send budget 1 MiB is reached"
+        try child.waitForStderr("the budget's warning") { $0.contains(warning) }
+
+        let client = try LoopbackClient(port: port)
+        client.send(LoopbackClient.upgrade)
+        #expect(client.readHead().hasPrefix("HTTP/1.1 101 "))
+        client.send([0x81, 0x82, 1, 2, 3, 4, 0x68 ^ 1, 0x69 ^ 2])
+        #expect(client.read(4) == [0x81, 0x02, 0x68, 0x69])
+        #expect(child.stderr.components(separatedBy: warning).count - 1 == 1, "\(child.stderr)")
+    }
 }
 
 /// `moonwire listen --echo` on a free port under `ulimit -n LIMIT`, its stderr collected.
@@ -87,9 +111,10 @@ private final class ListeningChild: @unchecked Sendable {
     private let lock = NSLock()
     private var collected = Data()
 
-    init(limit: Int) throws {
+    /// `extra`: more options for `listen`.
+    init(limit: Int, extra: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", "ulimit -n \(limit) && exec \"$0\" listen --echo ws://127.0.0.1:0/", CommandRunner.executable.path]
+        process.arguments = ["-c", "ulimit -n \(limit) && exec \"$0\" listen --echo \"$@\" ws://127.0.0.1:0/", CommandRunner.executable.path] + extra
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         let err = Pipe()
@@ -144,19 +169,25 @@ private final class ListeningChild: @unchecked Sendable {
     }
 }
 
-/// A blocking client socket on 127.0.0.1 with a 10 s receive timeout; closed when freed.
+/// A blocking client socket on 127.0.0.1 with a 10 s receive and send timeout; closed when freed.
 private final class LoopbackClient {
     static let upgrade = Array("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".utf8)
     private let fd: Int32
 
-    init(port: Int) throws {
+    /// `receiveBuffer`: a small kernel receive buffer, so that little of what is sent to
+    /// a client that does not read stays in the kernel.
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
