@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 n=${1:-1000}
 seconds=${2:-30}
 ulimit -n $((n * 2 + 256))
-bin="${MOONWIRE_BIN:-$(swift build -c release --product moonwire >/dev/null && swift build -c release --show-bin-path)/moonwire}"
+bin="${MOONWIRE_BIN:-$(scripts/release_build.sh --product moonwire >/dev/null && scripts/release_build.sh --show-bin-path)/moonwire}"
 srv_out=$(mktemp)
 cat > "${srv_out}.lua" <<'LUA'
 local s = assert(mw.listen("ws://127.0.0.1:0/"))

@@ -30,7 +30,7 @@ elif [ "$size" -ge 65536 ]; then
 else
     n=${N:-2000}; per=$n
 fi
-built=${MOONWIRE_BIN:-$(swift build -c release --show-bin-path)/moonwire}
+built=${MOONWIRE_BIN:-$(scripts/release_build.sh --show-bin-path)/moonwire}
 venv=${BENCH_VENV:-/tmp/moonwire-benchvenv}
 for tool in valgrind strace objcopy; do
     command -v $tool >/dev/null || { echo "profile: $tool missing (apt-get install valgrind strace binutils)" >&2; exit 2; }

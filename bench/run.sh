@@ -42,10 +42,10 @@ if ! "$venv/bin/python" -c 'import websockets, picows, uvloop, orjson' 2>/dev/nu
 fi
 
 if [ -z "${MOONWIRE_BIN:-}" ]; then
-    echo "bench: swift build -c release (moonwire, moonwire-bench)" >&2
-    swift build -c release --product moonwire >&2
-    swift build -c release --product moonwire-bench >&2
-    bin_dir=$(swift build -c release --show-bin-path)
+    echo "bench: scripts/release_build.sh (moonwire, moonwire-bench)" >&2
+    scripts/release_build.sh --product moonwire >&2
+    scripts/release_build.sh --product moonwire-bench >&2
+    bin_dir=$(scripts/release_build.sh --show-bin-path)
     export MOONWIRE_BIN="$bin_dir/moonwire" MOONWIRE_BENCH_BIN="$bin_dir/moonwire-bench" BENCH_BUILT=1
 fi
 

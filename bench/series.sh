@@ -9,9 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-3}
 if [ -z "${MOONWIRE_BIN:-}" ]; then
-    swift build -c release --product moonwire >&2
-    swift build -c release --product moonwire-bench >&2
-    bin_dir=$(swift build -c release --show-bin-path)
+    scripts/release_build.sh --product moonwire >&2
+    scripts/release_build.sh --product moonwire-bench >&2
+    bin_dir=$(scripts/release_build.sh --show-bin-path)
     export MOONWIRE_BIN="$bin_dir/moonwire" MOONWIRE_BENCH_BIN="$bin_dir/moonwire-bench"
 fi
 out=bench/results/series

@@ -19,7 +19,7 @@ budget=${2:-256M}
 host=${HOST:-$(hostname -I 2>/dev/null | awk '{print $1}')}
 host=${host:-127.0.0.1}
 ulimit -n "$(ulimit -Hn)"
-bin="${MOONWIRE_BIN:-$(swift build -c release --product moonwire >/dev/null && swift build -c release --show-bin-path)/moonwire}"
+bin="${MOONWIRE_BIN:-$(scripts/release_build.sh --product moonwire >/dev/null && scripts/release_build.sh --show-bin-path)/moonwire}"
 work=$(mktemp -d)
 trap 'kill -9 ${server:-} ${client:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 python3 bench/peers/slow_readers_server.py "$host" > "$work/server" &

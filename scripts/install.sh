@@ -7,8 +7,8 @@ PREFIX=${1:-/usr/local}
 ROOT="${DESTDIR:-}$PREFIX"
 
 scripts/deps.sh
-swift build -c release --product moonwire
-bin="$(swift build -c release --show-bin-path)/moonwire"
+scripts/release_build.sh --product moonwire
+bin="$(scripts/release_build.sh --show-bin-path)/moonwire"
 
 install -d "$ROOT/bin" "$ROOT/share/man/man1" \
     "$ROOT/share/bash-completion/completions" "$ROOT/share/zsh/site-functions" \

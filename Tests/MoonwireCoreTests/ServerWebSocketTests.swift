@@ -261,6 +261,48 @@ struct ServerWebSocketTests {
         try await server.onLoop { server.server.closeFuture }.get()
     }
 
+    /// `peers` (which a broadcast walks) is kept between changes: it must follow every
+    /// connect and every close, in id order.
+    @Test func peersFollowEveryConnectAndClose() async throws {
+        final class Seen: @unchecked Sendable { var counts: [Int] = [] }
+        let seen = Seen()
+        let server = try await TestServer.start("ws://127.0.0.1:0")
+        try await server.onLoop {
+            server.onConnect = { _ in seen.counts.append(server.server.peers.count) }
+        }
+        let port = server.port
+        let clients = Task {
+            try await withThrowingTaskGroup(of: [ClientEvent].self) { group in
+                for _ in 0..<3 {
+                    group.addTask {
+                        try await TestClient.run("ws://127.0.0.1:\(port)/", script: ClientScript(
+                            onOpen: { c, _ in try? c.send(.text("ready"), kind: .text) },
+                            onMessage: { c, _, _ in try? c.close() }))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        try await server.wait("three clients") { $0.messages.count == 3 }
+        let ids = try await server.onLoop { server.server.peers.map(\.id) }
+        let counts = try await server.onLoop { seen.counts }
+        let connected = try await server.onLoop { server.connected.map(\.id) }
+        #expect(counts == [1, 2, 3])
+        #expect(ids == connected.sorted())
+        try await server.onLoop { try? server.peer(ids[0])?.close(code: 1000, reason: "") }
+        try await server.wait("the first peer's close") { $0.closes.count == 1 }
+        let left = try await server.onLoop { server.server.peers.map(\.id) }
+        let reached = try await server.onLoop { try server.server.broadcast(ByteBuffer(string: "bye"), kind: .text) }
+        #expect(left == Array(ids.dropFirst()))
+        #expect(reached == 2)
+        let results = try await clients.value
+        #expect(results.filter { $0.contains(.message(Array("bye".utf8), .text)) }.count == 2)
+        try await server.wait("every close") { $0.closes.count == 3 }
+        let empty = try await server.onLoop { server.server.peers.isEmpty }
+        #expect(empty)
+        try await server.stop()
+    }
+
     @Test func compressedEchoWithOurClient() async throws {
         let server = try await TestServer.start("ws://127.0.0.1:0", options: MessageServerOptions(compress: true), echo: true)
         let big = String(repeating: "compress me ", count: 1000)

@@ -15,8 +15,8 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null
 fi
 if [ -z "${MOONWIRE_BIN:-}" ]; then
-    swift build -c release --product moonwire >&2
-    MOONWIRE_BIN="$(swift build -c release --show-bin-path)/moonwire"
+    scripts/release_build.sh --product moonwire >&2
+    MOONWIRE_BIN="$(scripts/release_build.sh --show-bin-path)/moonwire"
 fi
 mkdir -p bench/results
 {

@@ -38,6 +38,9 @@ public final class MessageServer {
     public var sendBudget: SendBudgetPool?
 
     private var peersByID: [Int: ServerPeer] = [:]
+    /// ``peers``, kept between a peer's connect and the next connect or close, so that a
+    /// broadcast round to 10 000 peers does not filter and sort them again.
+    private var connectedPeers: [ServerPeer]?
     private var nextID = 1
     private var rejections: (count: Int, status: HTTPResponseStatus) = (0, .serviceUnavailable)
     private var serverChannel: Channel?
@@ -100,7 +103,10 @@ public final class MessageServer {
 
     /// Connected peers, in the order they connected.
     public var peers: [ServerPeer] {
-        self.peersByID.values.filter(\.isConnected).sorted { $0.id < $1.id }
+        if let peers = self.connectedPeers { return peers }
+        let peers = self.peersByID.values.filter(\.isConnected).sorted { $0.id < $1.id }
+        self.connectedPeers = peers
+        return peers
     }
 
     /// Succeeds when the server stopped listening and every peer is gone.
@@ -294,6 +300,7 @@ public final class MessageServer {
     }
 
     func peerConnected(_ peer: ServerPeer, request: ServerPeerRequest) {
+        self.connectedPeers = nil
         self.delegate?.server(self, didConnect: peer, request: request)
     }
 
@@ -316,6 +323,7 @@ public final class MessageServer {
     func peer(_ peer: ServerPeer, didClose info: CloseInfo, wasConnected: Bool) {
         self.peersByID[peer.id] = nil
         if wasConnected {
+            self.connectedPeers = nil
             self.delegate?.server(self, peer: peer, didClose: info)
         }
         self.finishIfClosed()
