@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Several full benchmark runs back to back on one build, and their summary:
 #   bench/series.sh                 three runs of bench/run.sh (RUNS=N for another count)
+#   PIN_CPU= SERIES_NAME=series-unpinned bench/series.sh    the same, nothing pinned
 # Builds once (unless MOONWIRE_BIN is set), keeps every run's tables in
-# bench/results/series/run-K.{md,json} and writes bench/results/series.md: each target
+# bench/results/$SERIES_NAME/run-K.{md,json} and writes bench/results/$SERIES_NAME.md
+# (SERIES_NAME: series unless set): each target
 # per run, the median, the range and whether the median meets it, and every client's
 # figures per run. bench/results/latest.* end up as the last run's.
 set -euo pipefail
@@ -14,7 +16,8 @@ if [ -z "${MOONWIRE_BIN:-}" ]; then
     bin_dir=$(scripts/release_build.sh --show-bin-path)
     export MOONWIRE_BIN="$bin_dir/moonwire" MOONWIRE_BENCH_BIN="$bin_dir/moonwire-bench"
 fi
-out=bench/results/series
+name=${SERIES_NAME:-series}
+out=bench/results/$name
 mkdir -p "$out"
 rm -f "$out"/run-*.json "$out"/run-*.md
 for k in $(seq 1 "$runs"); do
@@ -23,5 +26,5 @@ for k in $(seq 1 "$runs"); do
     cp bench/results/latest.json "$out/run-$k.json"
     cp bench/results/latest.md "$out/run-$k.md"
 done
-python3 bench/lib/series.py $(for k in $(seq 1 "$runs"); do echo "$out/run-$k.json"; done) > bench/results/series.md
-echo "series: bench/results/series.md" >&2
+python3 bench/lib/series.py $(for k in $(seq 1 "$runs"); do echo "$out/run-$k.json"; done) > "bench/results/$name.md"
+echo "series: bench/results/$name.md" >&2
