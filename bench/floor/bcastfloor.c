@@ -23,6 +23,7 @@
  *   --write dontwait       send(fd, ..., MSG_DONTWAIT) instead of write()
  *   --server-threads N     the write loop split over N threads (connections in N slices,
  *                          each thread writing its slice at the same instants)
+ *   --cpus S,C             the server process pinned to CPU S, the client process to CPU C
  *
  * Prints one JSON line with bench/spread.sh's fields (clients, rounds, processes,
  * complete_rounds, spread_p50_ms, spread_p99_ms, latency_p50_ms, latency_p99_ms), the
@@ -34,7 +35,7 @@
  *
  * Build:  cc -O2 -Wall -Wextra -pthread -o bcastfloor bcastfloor.c -lm  (C11, libc/POSIX/Linux epoll)
  * Usage:  bcastfloor [--interval S] [--client-sched normal|batch] [--write write|dontwait]
- *                    [--server-threads N] CLIENTS ROUNDS
+ *                    [--server-threads N] [--cpus SERVER,CLIENT] CLIENTS ROUNDS
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -68,11 +69,11 @@
 
 static long n_clients, n_rounds, n_threads = 1;
 static double interval = 0.05;
-static int client_batch, use_dontwait;
+static int client_batch, use_dontwait, server_cpu = -1, client_cpu = -1;
 
 static const char USAGE[] =
     "usage: bcastfloor [--interval S] [--client-sched normal|batch] [--write write|dontwait]\n"
-    "                  [--server-threads N] CLIENTS ROUNDS\n";
+    "                  [--server-threads N] [--cpus SERVER,CLIENT] CLIENTS ROUNDS\n";
 
 static void usage_error(const char *what, const char *arg) {
     fprintf(stderr, "%sbcastfloor: %s '%s'\n", USAGE, what, arg);
@@ -119,6 +120,9 @@ static void parse_options(int argc, char **argv) {
             if (strcmp(v, "write") && strcmp(v, "dontwait"))
                 usage_error("unknown write call (write, dontwait)", v);
             use_dontwait = !strcmp(v, "dontwait");
+        } else if (!strcmp(a, "--cpus")) {
+            if (sscanf(v, "%d,%d", &server_cpu, &client_cpu) != 2 || server_cpu < 0 || client_cpu < 0)
+                usage_error("not SERVER,CLIENT CPU numbers", v);
         } else if (!strcmp(a, "--server-threads")) {
             n_threads = positive(v, 64);
         } else {
@@ -156,6 +160,18 @@ static void sleep_until(double t) {
     struct timespec ts = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - floor(t)) * 1e9)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
+}
+
+static void pin(int cpu, const char *who) {
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set)) {
+        fprintf(stderr, "bcastfloor: cannot pin the %s to CPU %d: %s\n", who, cpu, strerror(errno));
+        exit(2);
+    }
 }
 
 static void cpu_ms(double *user, double *sys) {
@@ -240,6 +256,7 @@ static void record(const uint8_t *payload, size_t len, double now) {
 }
 
 static void client_main(const struct sockaddr_in *addr) {
+    pin(client_cpu, "client");
     if (client_batch) {
         struct sched_param sp = {0};
         if (sched_setscheduler(0, SCHED_BATCH, &sp))
@@ -435,6 +452,7 @@ int main(int argc, char **argv) {
         client_main(&addr);
     }
 
+    pin(server_cpu, "server");
     fds = calloc((size_t)n_clients, sizeof *fds);
     for (long i = 0; i < n_clients; i++) {
         struct pollfd p = {.fd = lfd, .events = POLLIN};
@@ -512,6 +530,8 @@ int main(int argc, char **argv) {
     jnum("client_sys_ms", report->sys_ms / (double)n_rounds, 2);
     printf(", \"interval_s\": %g, \"client_sched\": \"%s\", \"server_write\": \"%s\", \"server_threads\": %ld",
            interval, client_batch ? "batch" : "normal", use_dontwait ? "send MSG_DONTWAIT" : "write", n_threads);
+    if (server_cpu >= 0)
+        printf(", \"cpus\": \"%d,%d\"", server_cpu, client_cpu);
     printf(", \"write_errors\": %ld, \"frames\": %ld, \"closed\": %ld}\n", errors, report->frames, report->closed);
     return 0;
 }
