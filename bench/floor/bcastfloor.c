@@ -20,6 +20,8 @@
  *
  * Variants, to find what moves the floor:
  *   --client-sched batch   the client process runs as SCHED_BATCH (its wake-ups do not preempt)
+ *   --client-sched spin    the client never sleeps: epoll_wait with timeout 0 in a loop, so the
+ *                          server's writes find no waiter to wake (it burns its CPU doing so)
  *   --write dontwait       send(fd, ..., MSG_DONTWAIT) instead of write()
  *   --server-threads N     the write loop split over N threads (connections in N slices,
  *                          each thread writing its slice at the same instants)
@@ -34,7 +36,7 @@
  * 2 on a bad command line.
  *
  * Build:  cc -O2 -Wall -Wextra -pthread -o bcastfloor bcastfloor.c -lm  (C11, libc/POSIX/Linux epoll)
- * Usage:  bcastfloor [--interval S] [--client-sched normal|batch] [--write write|dontwait]
+ * Usage:  bcastfloor [--interval S] [--client-sched normal|batch|spin] [--write write|dontwait]
  *                    [--server-threads N] [--cpus SERVER,CLIENT] CLIENTS ROUNDS
  */
 #define _GNU_SOURCE
@@ -69,10 +71,10 @@
 
 static long n_clients, n_rounds, n_threads = 1;
 static double interval = 0.05;
-static int client_batch, use_dontwait, server_cpu = -1, client_cpu = -1;
+static int client_batch, client_spin, use_dontwait, server_cpu = -1, client_cpu = -1;
 
 static const char USAGE[] =
-    "usage: bcastfloor [--interval S] [--client-sched normal|batch] [--write write|dontwait]\n"
+    "usage: bcastfloor [--interval S] [--client-sched normal|batch|spin] [--write write|dontwait]\n"
     "                  [--server-threads N] [--cpus SERVER,CLIENT] CLIENTS ROUNDS\n";
 
 static void usage_error(const char *what, const char *arg) {
@@ -113,9 +115,10 @@ static void parse_options(int argc, char **argv) {
             if (end == v || *end || !(interval >= 0) || interval > 3600)
                 usage_error("bad interval", v);
         } else if (!strcmp(a, "--client-sched")) {
-            if (strcmp(v, "normal") && strcmp(v, "batch"))
-                usage_error("unknown policy (normal, batch)", v);
+            if (strcmp(v, "normal") && strcmp(v, "batch") && strcmp(v, "spin"))
+                usage_error("unknown policy (normal, batch, spin)", v);
             client_batch = !strcmp(v, "batch");
+            client_spin = !strcmp(v, "spin");
         } else if (!strcmp(a, "--write")) {
             if (strcmp(v, "write") && strcmp(v, "dontwait"))
                 usage_error("unknown write call (write, dontwait)", v);
@@ -297,7 +300,7 @@ static void client_main(const struct sockaddr_in *addr) {
             break;
         double until = stop_at ? stop_at : fmin(give_up, last_input ? last_input + 10 : give_up);
         int timeout = (int)ceil((until - now) * 1e3);
-        int n = epoll_wait(ep, evs, EVENTS, timeout > 0 ? timeout : 0);
+        int n = epoll_wait(ep, evs, EVENTS, timeout > 0 && !client_spin ? timeout : 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -529,7 +532,7 @@ int main(int argc, char **argv) {
     jnum("client_user_ms", report->user_ms / (double)n_rounds, 2);
     jnum("client_sys_ms", report->sys_ms / (double)n_rounds, 2);
     printf(", \"interval_s\": %g, \"client_sched\": \"%s\", \"server_write\": \"%s\", \"server_threads\": %ld",
-           interval, client_batch ? "batch" : "normal", use_dontwait ? "send MSG_DONTWAIT" : "write", n_threads);
+           interval, client_batch ? "batch" : client_spin ? "spin" : "normal", use_dontwait ? "send MSG_DONTWAIT" : "write", n_threads);
     if (server_cpu >= 0)
         printf(", \"cpus\": \"%d,%d\"", server_cpu, client_cpu);
     printf(", \"write_errors\": %ld, \"frames\": %ld, \"closed\": %ld}\n", errors, report->frames, report->closed);
