@@ -63,6 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "floor_common.h"
+
 #define HIST_BUCKETS 600000 /* 0.1 ms each: 60 s; later receipts count in the last */
 #define READ_SIZE 4096
 #define EVENTS 128
@@ -184,24 +186,11 @@ static void cpu_ms(double *user, double *sys) {
     *sys = (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec * 1e-3;
 }
 
-/* moonwire's loopback send buffer (ChannelTuning.loopbackSendBuffer): 512 KiB when
-   net.core.wmem_max allows it, else 0 (the kernel's own sizing). */
-static int loopback_send_buffer(void) {
-    long max = 0;
-    FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
-    if (f) {
-        if (fscanf(f, "%ld", &max) != 1)
-            max = 0;
-        fclose(f);
-    }
-    return max >= 512 * 1024 ? 512 * 1024 : 0;
-}
-
 static void tune(int fd) {
     static int sndbuf = -1;
     int one = 1;
     if (sndbuf < 0)
-        sndbuf = loopback_send_buffer();
+        sndbuf = loopback_sndbuf_size();
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (sndbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
@@ -381,11 +370,6 @@ static void *write_rounds(void *arg) {
         w->end[r] = now_s();
     }
     return NULL;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* bench/spread.sh's percentile: sorted[ceil(n * p) - 1], NaN when empty */
