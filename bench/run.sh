@@ -50,12 +50,8 @@ if [ -z "${MOONWIRE_BIN:-}" ]; then
 fi
 
 if [ -z "${FLOOR_BIN:-}" ]; then
-    floor_bin="$PWD/.build/bench-floor/wsfloor"
-    if [ ! -x "$floor_bin" ] || [ bench/floor/wsfloor.c -nt "$floor_bin" ]; then
-        echo "bench: cc -O2 bench/floor/wsfloor.c -> $floor_bin" >&2
-        mkdir -p "$(dirname "$floor_bin")"
-        cc -O2 -Wall -Wextra -o "$floor_bin" bench/floor/wsfloor.c
-    fi
+    . bench/lib/floor_build.sh
+    floor_bin=$(floor_build wsfloor)
     export FLOOR_BIN="$floor_bin" FLOOR_BUILT=1
 fi
 

@@ -10,6 +10,12 @@
 # serves the clients of client process i, and every server starts broadcasting at the
 # same moment of the shared monotonic clock, so a round is still one instant across
 # all clients. PROCESSES forces the number of pairs.
+#
+# FLOOR=1 runs the floor instead: bench/floor/bcastfloor.c (compiled into
+# .build/bench-floor/ unless BCASTFLOOR_BIN is set), the same writes and reads with no
+# framework, one server process and one client process, the same JSON line plus the
+# server's write-loop time and each side's CPU per round. FLOOR_ARGS adds its variant
+# options (--client-sched batch, --write dontwait, --server-threads N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clients=${1:-1000}
@@ -19,6 +25,19 @@ hard=$(ulimit -Hn)
 ulimit -n "$hard"
 per_process=$((hard - 256))
 pairs=${PROCESSES:-$(( (clients + per_process - 1) / per_process ))}
+if [ "${FLOOR:-}" = 1 ]; then
+    # The floor (bench/floor/bcastfloor.c): one process pair, no moonwire, no pairs above the limit.
+    if [ "$clients" -gt "$per_process" ]; then
+        echo "spread: FLOOR=1 runs one process pair; $clients connections exceed one process's $per_process (hard ulimit -n $hard - 256)" >&2
+        exit 1
+    fi
+    if [ -z "${BCASTFLOOR_BIN:-}" ]; then
+        . bench/lib/floor_build.sh
+        BCASTFLOOR_BIN=$(floor_build bcastfloor)
+    fi
+    # shellcheck disable=SC2086 # FLOOR_ARGS: the floor's variant options, word-split on purpose
+    exec "$BCASTFLOOR_BIN" --interval "${INTERVAL:-0.05}" ${FLOOR_ARGS:-} "$clients" "$rounds"
+fi
 bin="${MOONWIRE_BIN:-$(swift build -c release --product moonwire >/dev/null && swift build -c release --show-bin-path)/moonwire}"
 work=$(mktemp -d)
 pids=()

@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "floor_common.h"
+
 /* ------------------------------------------------------------ options */
 
 static struct {
@@ -229,11 +231,6 @@ static inline int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* sorted[min(n-1, floor(p/100*n))], NaN (None) when empty */
 static double pct(const double *sorted, size_t n, double p) {
     if (!n)
@@ -298,9 +295,7 @@ static void resolve(void) {
     request_len = (size_t)n;
 }
 
-/* moonwire's socket setting for a peer on this host (its ChannelTuning.loopbackSendBuffer):
-   a 512 KiB send buffer (1 MiB as the kernel counts) instead of the kernel's autotuning,
-   when net.core.wmem_max allows it; 0 = leave the kernel's sizing. */
+/* moonwire's socket setting for a peer on this host (floor_common.h); 0 for another host. */
 static int loopback_send_buffer(void) {
     int loopback = 0;
     if (peer_addr.ss_family == AF_INET) {
@@ -310,16 +305,7 @@ static int loopback_send_buffer(void) {
         const struct in6_addr *a = &((const struct sockaddr_in6 *)&peer_addr)->sin6_addr;
         loopback = IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
-    if (!loopback)
-        return 0;
-    long max = 0;
-    FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
-    if (f) {
-        if (fscanf(f, "%ld", &max) != 1)
-            max = 0;
-        fclose(f);
-    }
-    return max >= 512 * 1024 ? 512 * 1024 : 0;
+    return loopback ? loopback_sndbuf_size() : 0;
 }
 
 static int new_socket(int nonblocking) {

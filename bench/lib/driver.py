@@ -10,7 +10,8 @@ Sections, each configured by environment variables (see bench/README.md):
   drained    the moonwire client paced by its send budget vs pipelined
   metrics    the moonwire pipelined 32 B client with metrics off vs on (--summary,
              --summary-json, --metrics-port scraped every second)
-  spread     bench/spread.sh: moonwire clients and moonwire's broadcasting server
+  spread     bench/spread.sh: moonwire clients and moonwire's broadcasting server,
+             and its C floor (FLOOR=1, bench/floor/bcastfloor.c)
   conns      thousands of idle moonwire connections with a heartbeat: memory and
              idle CPU per connection, client and server in separate processes
   fanout     C connections, one message each per tick, against the picows server
@@ -47,7 +48,7 @@ QUICK = {"N_RTT": "5000", "PIPE": "32:20000,1024:10000,65536:500", "CONNS": "200
          "SPREAD_ROUNDS": "20", "METRICS_N": "100000"}
 KNOBS = ("QUICK", "WORKLOADS", "PEERS", "REPEAT", "N_RTT", "N_JSON", "PIPE", "PIPE_TYPE", "CONNS", "FANOUT_T",
          "FANOUT_REPEAT", "CONNECT_CONCURRENCY", "IDLE_CONNS", "HEARTBEAT", "IDLE_SECONDS",
-         "SPREAD_CLIENTS", "SPREAD_ROUNDS", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN", "METRICS_N",
+         "SPREAD_CLIENTS", "SPREAD_ROUNDS", "SPREAD_INTERVAL", "PIN_CPU", "MOONWIRE_BIN", "MOONWIRE_BENCH_BIN", "METRICS_N",
          "FLOOR_BIN")
 ALL_WORKLOADS = ("dispatch", "rtt", "pipelined", "json", "drained", "metrics", "spread", "conns", "fanout")
 ECHO_WORKLOADS = ("rtt", "pipelined", "json")
@@ -93,6 +94,7 @@ class Config:
         self.idle_seconds = float(E("IDLE_SECONDS", "30"))  # one whole heartbeat period
         self.spread_clients = [int(x) for x in E("SPREAD_CLIENTS", "1000,10000,20000").split(",") if x]
         self.spread_rounds = int(E("SPREAD_ROUNDS", "100"))
+        self.spread_interval = float(E("SPREAD_INTERVAL", "0.1"))  # the issue's 10 rounds a second
         self.cpu = E("PIN_CPU", "1")  # empty: nothing pinned
         self.where = f"client and server on CPU {self.cpu}" if self.cpu else "client and server unpinned"
         self.metrics_n = int(E("METRICS_N", "1000000"))
@@ -523,21 +525,33 @@ def section_spread():
     results = []
     for clients in CFG.spread_clients:
         results.append(spread_run(clients, CFG.spread_rounds))
+        results.append(spread_run(clients, CFG.spread_rounds, floor=True))
     return results
 
 
-def spread_run(clients, rounds):
+def spread_run(clients, rounds, floor=False):
+    """One bench/spread.sh run: moonwire, or with floor its C floor (bench/floor/bcastfloor.c),
+    which runs one process pair and so only up to one process's descriptor limit."""
+    client = PEER_LABELS["floor"] if floor else "moonwire"
+    per_process = resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 256  # as spread.sh counts
+    if floor and clients > per_process:
+        log(f"  skip spread floor {clients}: above one process's {per_process} descriptors")
+        return {"client": client, "clients": clients, "rounds": rounds, "ok": None, "measured": False,
+                "error": f"not run: the floor is one process pair, {clients} connections exceed {per_process}"}
     wait_for_ports(clients)
     argv = ["bash", os.path.join(BENCH, "spread.sh"), str(clients), str(rounds)]
-    rc, out, err, timed_out, wall = CHILDREN.run(argv, rounds * 0.05 + 300, env={"MOONWIRE_BIN": CFG.bin},
-                                                 cwd=ROOT)
+    env = {"MOONWIRE_BIN": CFG.bin, "INTERVAL": f"{CFG.spread_interval:g}"}
+    if floor:
+        env["FLOOR"] = "1"
+    rc, out, err, timed_out, wall = CHILDREN.run(argv, rounds * CFG.spread_interval + 300, env=env, cwd=ROOT)
     res = last_json(out) or {"error": "no JSON line"}
     res["ok"] = rc == 0 and not timed_out and res.get("complete_rounds") == rounds
     if not res["ok"]:
         res["stderr_tail"] = err[-600:]
-    res.update(cmd="MOONWIRE_BIN=" + shlex.quote(CFG.bin) + " " + shlex.join(argv[1:]), rc=rc, wall_s=wall,
-               timed_out=timed_out)
-    log(f"  spread clients={clients} ok={res['ok']} spread_p99_ms={res.get('spread_p99_ms')}")
+    prefix = "FLOOR=1 " if floor else "MOONWIRE_BIN=" + shlex.quote(CFG.bin) + " "
+    res.update(client=client, interval_s=CFG.spread_interval, rc=rc, wall_s=wall, timed_out=timed_out,
+               cmd=f"INTERVAL={CFG.spread_interval:g} " + prefix + shlex.join(argv[1:]))
+    log(f"  spread {client} clients={clients} ok={res['ok']} spread_p99_ms={res.get('spread_p99_ms')}")
     return res
 
 
@@ -799,6 +813,27 @@ def conns_table(runs):
             table(header, body), ""]
 
 
+def spread_table(runs):
+    def cpu(r, side):
+        user, sys_ = r.get(f"{side}_user_ms"), r.get(f"{side}_sys_ms")
+        return "–" if user is None or sys_ is None else f"{user:.1f} + {sys_:.1f}"
+
+    body = [[fmt(s.get("clients")), s.get("client", "moonwire"), s.get("processes", 1 if s.get("measured", True) else "–"),
+             s.get("rounds", CFG.spread_rounds), fmt(s.get("ok")), fmt(s.get("complete_rounds")),
+             fmt(s.get("spread_p50_ms"), 2), fmt(s.get("spread_p99_ms"), 2), fmt(s.get("latency_p50_ms"), 2),
+             fmt(s.get("latency_p99_ms"), 2), fmt(s.get("server_write_ms_p50"), 1), fmt(s.get("server_write_ms_p99"), 1),
+             cpu(s, "server"), cpu(s, "client")] for s in runs]
+    notes = [f"- {s['clients']:,} {s.get('client')}: {s['error']}" for s in runs if s.get("measured") is False]
+    return [table(["clients", "client", "processes", "rounds", "ok", "complete rounds", "spread p50 ms",
+                   "spread p99 ms", "latency p50 ms", "latency p99 ms", "server write p50 ms", "server write p99 ms",
+                   "server CPU ms/round (user + sys)", "client CPU ms/round (user + sys)"], body),
+            "", "Spread is first-to-last receipt of one broadcast over every client, p99 over the rounds. "
+            "floor (C): `FLOOR=1 bench/spread.sh` (`bench/floor/bcastfloor.c`), the same writes and reads with no "
+            "framework: one write() per connection per round, one epoll loop reading the frames; its server write "
+            "(first to last write of a round) and CPU per round (getrusage over the rounds) are only measured there.",
+            ""] + notes + ([""] if notes else [])
+
+
 def errors_list(runs):
     out = []
     for r in runs:
@@ -822,7 +857,8 @@ def render_md(meta, summary, runs, target_rows):
               "- servers: rtt/pipelined — picows echo (`bench/peers/echo_picows.py`) for every client, plus one "
               "moonwire row against moonwire's own echo (`bench/servers/echo.lua`), "
               f"{CFG.where}; fanout — picows echo, unpinned; conns — moonwire echo, unpinned; spread — "
-              "`bench/spread.sh` (moonwire server broadcasting to moonwire clients); dispatch — `moonwire-bench --json`.",
+              "`bench/spread.sh` (moonwire server broadcasting to moonwire clients, and its C floor "
+              "`bench/floor/bcastfloor.c`); dispatch — `moonwire-bench --json`.",
               "", "## Targets", "",
               table(["target", "measured", "met"],
                     [[t["target"], t["measured"], "–" if t["met"] is None else ("met" if t["met"] else "**missed**")]
@@ -862,13 +898,8 @@ def render_md(meta, summary, runs, target_rows):
     if summary.get("conns"):
         lines += ["## conns", ""] + conns_table(summary["conns"])
     if summary.get("spread"):
-        lines += ["## spread — moonwire server broadcasting to moonwire clients (bench/spread.sh)", "",
-                  table(["clients", "processes", "rounds", "ok", "complete rounds", "spread p50 ms", "spread p99 ms",
-                         "latency p50 ms", "latency p99 ms"],
-                        [[s.get("clients"), s.get("processes", 1), s.get("rounds", CFG.spread_rounds), fmt(s.get("ok")),
-                          fmt(s.get("complete_rounds")), fmt(s.get("spread_p50_ms"), 2), fmt(s.get("spread_p99_ms"), 2),
-                          fmt(s.get("latency_p50_ms"), 2), fmt(s.get("latency_p99_ms"), 2)] for s in summary["spread"]]),
-                  "", "Spread here is first-to-last receipt of one broadcast (50 ms apart), p99 over the rounds.", ""]
+        lines += ["## spread — moonwire server broadcasting to moonwire clients (bench/spread.sh), "
+                  f"a round every {CFG.spread_interval:g} s", ""] + spread_table(summary["spread"])
     if summary.get("dispatch"):
         d = summary["dispatch"][0]
         if d.get("measured"):
