@@ -38,7 +38,7 @@ if [ "${FLOOR:-}" = 1 ]; then
     # shellcheck disable=SC2086 # FLOOR_ARGS: the floor's variant options, word-split on purpose
     exec "$BCASTFLOOR_BIN" --interval "${INTERVAL:-0.05}" ${FLOOR_ARGS:-} "$clients" "$rounds"
 fi
-bin="${MOONWIRE_BIN:-$(swift build -c release --product moonwire >/dev/null && swift build -c release --show-bin-path)/moonwire}"
+bin="${MOONWIRE_BIN:-$(scripts/release_build.sh --product moonwire >/dev/null && scripts/release_build.sh --show-bin-path)/moonwire}"
 work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT

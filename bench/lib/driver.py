@@ -703,6 +703,17 @@ def targets(summary):
     add("fanout 10 000 clients: moonwire spread p99 (worst tick) at most the best peer's in the same run",
         row.get("spread_p99_ms_max") / best if best and number(row.get("spread_p99_ms_max")) else None,
         "{:.2f}× the best peer's", lambda v: v <= 1.0)
+    spread = summary.get("spread", [])
+    row = find(spread, clients=10000, client="moonwire") or {}
+    floor = find(spread, clients=10000, client=PEER_LABELS["floor"]) or {}
+    every = row.get("complete_rounds") == row.get("rounds", CFG.spread_rounds) if row else None
+    add(f"broadcast to 10 000 clients every {CFG.spread_interval:g} s: every round complete and spread p99 < 50 ms",
+        row.get("spread_p99_ms") if every else None, "{:.1f} ms", lambda v: v < 50)
+    add("broadcast to 10 000 clients: the C floor's spread p99 in the same run (what this machine allows; < 50 ms?)",
+        floor.get("spread_p99_ms") if floor.get("ok") else None, "{:.1f} ms", lambda v: v < 50)
+    row = find(spread, clients=20000, client="moonwire") or {}
+    add("broadcast to 20 000 clients: one client process (processes used)", row.get("processes") if row.get("ok") else None,
+        "{:.0f}", lambda v: v == 1)
     for size in (1024, 65536):
         row = find(summary.get("drained", []), size=size) or {}
         add(f"drained {fmt_size(size)}: drain-paced ≥ 0.9× pipelined msgs/s, same bytes in flight (moonwire → picows)",
