@@ -2,6 +2,9 @@
 
 #include <malloc.h>
 
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,30 +12,43 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Fields without _Atomic are touched only by the thread running the state. */
+/* Fields without _Atomic are touched only by the thread running the state
+ * (the watchdog's own fields by the watchdog, under `mu`). */
 struct mw_guard {
     /* Set from other threads, read by the count hook. */
     _Atomic int interrupt; /* the test runner's watchdog: raise a timeout now */
     _Atomic int signal;    /* SIGINT/SIGTERM waiting for the host to act on it */
     lua_State *main;
-    /* Calls from the host in progress (mw_pcall_traceback), and how many began. */
-    int depth;
-    unsigned long entry;
+    /* Calls from the host in progress (mw_pcall_traceback), how many began and
+     * the thread making them: written by the state's thread, read by the watchdog. */
+    _Atomic int depth;
+    _Atomic unsigned long entry;
+    _Atomic unsigned long owner; /* pthread_t */
+    /* The Lua thread (main or coroutine) running now: the one a count hook must
+     * go on. Kept by mw_pcall_traceback and the coroutine functions below. */
+    lua_State *volatile running;
     /* Swift functions running inside the innermost call from the host. */
     int in_host;
-    /* How long the current call from the host has run, as the hook sees it. */
-    unsigned long timed_entry;
-    double entry_seen;
-    int warned;
+    /* The call from the host (its entry) the count hook watches, 0 for none,
+     * and when the watchdog first saw it running. */
+    _Atomic unsigned long armed_entry;
+    _Atomic double armed_since;
+    /* The call from the host already warned about. */
+    unsigned long warned_entry;
     /* When the hook first raised for the pending signal (0: not yet). */
     double signal_seen;
-    double warn_after, limit_after; /* seconds; 0 = never */
+    _Atomic double warn_after, limit_after; /* seconds; 0 = never */
     mw_slow_fn on_slow;
     void *on_slow_ctx;
     /* Memory: bytes held, the limit (0 = none), and the last refusal. */
     size_t used, limit;
     int refused;
     char refused_at[256];
+    /* The watchdog thread (started on first need) and what wakes it. */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    pthread_t watchdog;
+    int watching, stop;
 };
 
 static char exit_sentinel;
@@ -107,6 +123,25 @@ int mw_message_handler(lua_State *L) {
     return 1;
 }
 
+static void disarm(mw_guard *g, lua_State *L);
+static int arm_signal(void);
+
+/* Whether this thread takes the arming signal: threads that block every signal
+ * (Dispatch's workers) unblock it the first time they call into Lua. */
+static __thread int tl_arm_unblocked;
+
+static void unblock_arm_signal(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, arm_signal());
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    tl_arm_unblocked = 1;
+}
+
+/* The guard of the call from the host running on this thread, for the arming
+ * signal's handler (NULL between calls). */
+static __thread mw_guard *tl_guard;
+
 int mw_pcall_traceback(lua_State *L, int nargs, int nresults) {
     mw_guard *g = mw_guard_of(L);
     int base = lua_gettop(L) - nargs;
@@ -117,9 +152,24 @@ int mw_pcall_traceback(lua_State *L, int nargs, int nresults) {
      * Swift function that Lua called. */
     int in_host = g->in_host;
     g->in_host = 0;
-    if (g->depth++ == 0) g->entry++;
+    int depth = atomic_load_explicit(&g->depth, memory_order_relaxed);
+    lua_State *running = g->running;
+    if (depth == 0) {
+        if (!tl_arm_unblocked) unblock_arm_signal();
+        atomic_store_explicit(&g->owner, (unsigned long)pthread_self(), memory_order_relaxed);
+        atomic_store_explicit(&g->entry, atomic_load_explicit(&g->entry, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        tl_guard = g;
+    }
+    g->running = L;
+    atomic_store_explicit(&g->depth, depth + 1, memory_order_release);
     int status = lua_pcall(L, nargs, nresults, base);
-    g->depth--;
+    atomic_store_explicit(&g->depth, depth, memory_order_release);
+    g->running = running;
+    if (depth == 0) {
+        tl_guard = NULL;
+        if (atomic_load_explicit(&g->armed_entry, memory_order_relaxed) != 0) disarm(g, L);
+    }
     g->in_host = in_host;
     lua_remove(L, base);
     return status;
@@ -163,7 +213,8 @@ static void *guarded_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         return NULL;
     }
     size_t cap = g->limit + (g->refused ? REPORT_HEADROOM : 0);
-    if (nsize > old && g->limit != 0 && g->used - old + nsize > cap && g->depth > 0 && g->in_host == 0) {
+    if (nsize > old && g->limit != 0 && g->used - old + nsize > cap &&
+        atomic_load_explicit(&g->depth, memory_order_relaxed) > 0 && g->in_host == 0) {
         if (!g->refused) {
             g->refused = 1;
             /* The main thread's stack: right when the refusal happens in a
@@ -203,8 +254,13 @@ static _Noreturn void give_up(const char *where, const char *what, int code) {
     _exit(code);
 }
 
-/* The hook runs every this many VM instructions: often enough to stop a
- * runaway loop within microseconds, and it reads the clock only then. */
+/* A count hook makes Lua check for it before every VM instruction (about a
+ * fifth of a short callback's cost), so no thread has one while the script
+ * behaves: the watchdog thread below puts it on the running Lua thread when
+ * a call from the host has run for a while, or a signal or the test runner's
+ * interruption is waiting. The hook then runs every this many instructions:
+ * often enough to stop a runaway loop within microseconds, and it reads the
+ * clock only then. */
 #define GUARD_INSTRUCTIONS 10000
 
 static void guard_hook(lua_State *L, lua_Debug *ar) {
@@ -230,34 +286,165 @@ static void guard_hook(lua_State *L, lua_Debug *ar) {
         lua_pushfstring(L, "%s: timed out: still running without ever yielding (an endless loop?)", where);
         lua_error(L);
     }
-    if (g->depth == 0 || (g->warn_after <= 0 && g->limit_after <= 0)) return;
-    double now = monotonic_seconds();
-    if (g->timed_entry != g->entry) {
-        /* The first hook of this call from the host: it began at most a few
-         * thousand instructions ago. */
-        g->timed_entry = g->entry;
-        g->entry_seen = now;
-        g->warned = 0;
+    unsigned long entry = atomic_load_explicit(&g->entry, memory_order_relaxed);
+    if (atomic_load_explicit(&g->depth, memory_order_relaxed) == 0 ||
+        atomic_load(&g->armed_entry) != entry) {
+        /* Left on a thread from a call that is over: off again. */
+        lua_sethook(L, NULL, 0, 0);
         return;
     }
-    double running = now - g->entry_seen;
-    if (g->limit_after > 0 && running >= g->limit_after) {
+    double warn_after = atomic_load(&g->warn_after), limit_after = atomic_load(&g->limit_after);
+    if (warn_after <= 0 && limit_after <= 0) return;
+    double running = monotonic_seconds() - atomic_load(&g->armed_since);
+    if (limit_after > 0 && running >= limit_after) {
         char message[sizeof where + 160];
         user_location(L, 0, where, sizeof where);
         /* Raised again at every hook; a callback that catches it for as long
          * again cannot be stopped, and holds the loop for good. */
-        if (running >= 2 * g->limit_after) give_up(where, "caught its interruption and kept running", 1);
+        if (running >= 2 * limit_after) give_up(where, "caught its interruption and kept running", 1);
         snprintf(message, sizeof message,
                  "%s: interrupted: the callback ran for %.1f s without returning to the event loop "
-                 "(callback timeout %g s)", where, running, g->limit_after);
+                 "(callback timeout %g s)", where, running, limit_after);
         lua_pushstring(L, message);
         lua_error(L);
     }
-    if (!g->warned && g->warn_after > 0 && running >= g->warn_after) {
-        g->warned = 1;
+    if (g->warned_entry != entry && warn_after > 0 && running >= warn_after) {
+        g->warned_entry = entry;
         user_location(L, 0, where, sizeof where);
         if (g->on_slow != NULL) g->on_slow(g->on_slow_ctx, where, running);
     }
+}
+
+static void hook(lua_State *L) { lua_sethook(L, guard_hook, LUA_MASKCOUNT, GUARD_INSTRUCTIONS); }
+
+/* Whether threads that start running now get the hook: the watchdog armed it
+ * for the call in progress. */
+static int armed_now(mw_guard *g) {
+    unsigned long armed = atomic_load_explicit(&g->armed_entry, memory_order_relaxed);
+    return armed != 0 && armed == atomic_load_explicit(&g->entry, memory_order_relaxed);
+}
+
+/* At the end of a call from the host the watchdog armed: the hook off the
+ * threads it may be on. A suspended coroutine that still has it takes it off
+ * at its first hook (see guard_hook). */
+static void unhook(lua_State *L) {
+    if (lua_gethook(L) == guard_hook) lua_sethook(L, NULL, 0, 0);
+}
+
+static void disarm(mw_guard *g, lua_State *L) {
+    atomic_store(&g->armed_entry, 0);
+    unhook(g->main);
+    if (L != g->main) unhook(L);
+}
+
+/* The arming signal, sent by the watchdog to the thread making the call from
+ * the host. Its handler sets the hook on the running Lua thread, as lua.c does
+ * on SIGINT: lua_sethook may be called from a signal handler. SIGURG: nothing
+ * else here uses it (it needs F_SETOWN on a socket), it is ignored by default,
+ * and, not being a real-time signal, sending it again while one is pending
+ * queues nothing. */
+static int arm_signal(void) { return SIGURG; }
+
+static void on_arm_signal(int signo) {
+    (void)signo;
+    int saved = errno;
+    mw_guard *g = tl_guard;
+    if (g != NULL && atomic_load_explicit(&g->depth, memory_order_relaxed) > 0) {
+        lua_State *L = g->running;
+        hook(g->main);
+        if (L != NULL && L != g->main) hook(L);
+    }
+    errno = saved;
+}
+
+static pthread_once_t arm_signal_once = PTHREAD_ONCE_INIT;
+
+static void install_arm_signal(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_arm_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(arm_signal(), &sa, NULL);
+}
+
+/* How often the watchdog looks, in seconds (< 0: only when woken): a
+ * twentieth of the shorter callback limit, within 5 ms .. 100 ms; every 10 ms
+ * while a signal or an interruption waits for Lua code to run. */
+static double watch_period(mw_guard *g) {
+    double warn_after = atomic_load(&g->warn_after), limit_after = atomic_load(&g->limit_after);
+    double shortest = warn_after > 0 && (limit_after <= 0 || warn_after < limit_after) ? warn_after : limit_after;
+    double period = shortest > 0 ? shortest / 20 : -1;
+    if (period > 0.1) period = 0.1;
+    if (period > 0 && period < 0.005) period = 0.005;
+    int pending = atomic_load(&g->signal) != 0 || atomic_load(&g->interrupt) != 0;
+    if (pending && (period < 0 || period > 0.01)) period = 0.01;
+    return period;
+}
+
+/* A call from the host seen running at two looks (at least one period old),
+ * or one running while a signal or an interruption waits, gets the hook. It is
+ * sent again at each look while that holds: the running thread may have
+ * changed under the first. */
+static void watch(mw_guard *g, unsigned long *seen_entry, double *seen_at, double period) {
+    if (atomic_load_explicit(&g->depth, memory_order_acquire) == 0) {
+        *seen_entry = 0;
+        return;
+    }
+    unsigned long entry = atomic_load_explicit(&g->entry, memory_order_relaxed);
+    double now = monotonic_seconds();
+    int pending = atomic_load(&g->signal) != 0 || atomic_load(&g->interrupt) != 0;
+    int old = entry == *seen_entry;
+    if (!old) {
+        *seen_entry = entry;
+        *seen_at = now;
+    }
+    if (!pending && !(old && period > 0 && now - *seen_at >= period * 0.9)) return;
+    if (atomic_load(&g->armed_entry) != entry) {
+        atomic_store(&g->armed_since, *seen_at);
+        atomic_store(&g->armed_entry, entry);
+    }
+    pthread_kill((pthread_t)atomic_load_explicit(&g->owner, memory_order_relaxed), arm_signal());
+}
+
+static void *watchdog_main(void *arg) {
+    mw_guard *g = arg;
+    unsigned long seen_entry = 0;
+    double seen_at = 0;
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        double period = watch_period(g);
+        if (period < 0) {
+            pthread_cond_wait(&g->wake, &g->mu);
+        } else {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            long ns = until.tv_nsec + (long)(period * 1e9);
+            until.tv_sec += ns / 1000000000L;
+            until.tv_nsec = ns % 1000000000L;
+            pthread_cond_timedwait(&g->wake, &g->mu, &until);
+        }
+        if (g->stop) break;
+        watch(g, &seen_entry, &seen_at, watch_period(g));
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+/* Starts the watchdog if it is not running, and has it look now. */
+static void wake_watchdog(mw_guard *g) {
+    pthread_mutex_lock(&g->mu);
+    if (!g->watching && !g->stop) {
+        pthread_once(&arm_signal_once, install_arm_signal);
+        /* The watchdog takes no signal (the arming one is for the Lua thread). */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        g->watching = pthread_create(&g->watchdog, NULL, watchdog_main, g) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_cond_signal(&g->wake);
+    pthread_mutex_unlock(&g->mu);
 }
 
 lua_State *mw_newstate(void) {
@@ -269,17 +456,109 @@ lua_State *mw_newstate(void) {
         return NULL;
     }
     g->main = L;
-    /* New threads copy the main thread's extra space and hook. */
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    /* New threads copy the main thread's extra space. */
     *(mw_guard **)lua_getextraspace(L) = g;
     lua_atpanic(L, panic);
-    lua_sethook(L, guard_hook, LUA_MASKCOUNT, GUARD_INSTRUCTIONS);
     return L;
 }
 
 void mw_close(lua_State *L) {
     mw_guard *g = mw_guard_of(L);
+    pthread_mutex_lock(&g->mu);
+    g->stop = 1;
+    pthread_cond_signal(&g->wake);
+    pthread_mutex_unlock(&g->mu);
+    if (g->watching) pthread_join(g->watchdog, NULL);
     lua_close(L);
+    pthread_cond_destroy(&g->wake);
+    pthread_mutex_destroy(&g->mu);
     free(g);
+}
+
+/* coroutine.resume and coroutine.wrap, as the manual describes them, keeping
+ * `running` (which thread a count hook must go on) up to date. Resumes `co`
+ * with the `narg` values on top of L's stack; returns how many results it moved
+ * onto L, or -1 with the error value on top of L. */
+static int resume_tracked(lua_State *L, lua_State *co, int narg) {
+    mw_guard *g = mw_guard_of(L);
+    if (!lua_checkstack(co, narg)) {
+        lua_pushliteral(L, "too many arguments to resume");
+        return -1;
+    }
+    if (lua_status(co) == LUA_OK && lua_gettop(co) == 0) {
+        lua_pushliteral(L, "cannot resume dead coroutine");
+        return -1;
+    }
+    lua_xmove(L, co, narg);
+    g->running = co;
+    if (armed_now(g)) hook(co);
+    int nres = 0;
+    int status = lua_resume(co, L, narg, &nres);
+    g->running = L;
+    if (armed_now(g)) hook(L);
+    if (status == LUA_OK || status == LUA_YIELD) {
+        if (!lua_checkstack(L, nres + 1)) {
+            lua_pop(co, nres);
+            lua_pushliteral(L, "too many results to resume");
+            return -1;
+        }
+        lua_xmove(co, L, nres);
+        return nres;
+    }
+    lua_xmove(co, L, 1);
+    return -1;
+}
+
+static int coroutine_resume(lua_State *L) {
+    lua_State *co = lua_tothread(L, 1);
+    luaL_argexpected(L, co != NULL, 1, "thread");
+    int n = resume_tracked(L, co, lua_gettop(L) - 1);
+    lua_pushboolean(L, n >= 0);
+    lua_insert(L, n >= 0 ? -(n + 1) : -2);
+    return n >= 0 ? n + 1 : 2;
+}
+
+static int coroutine_wrapped(lua_State *L) {
+    lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+    int n = resume_tracked(L, co, lua_gettop(L));
+    if (n >= 0) return n;
+    int status = lua_status(co);
+    if (status != LUA_OK && status != LUA_YIELD) {
+        /* It died of the error: close its to-be-closed variables. */
+        status = lua_resetthread(co);
+        lua_xmove(co, L, 1);
+    }
+    if (status != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
+}
+
+static int coroutine_wrap(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_State *co = lua_newthread(L);
+    lua_pushvalue(L, 1);
+    lua_xmove(L, co, 1);
+    lua_pushcclosure(L, coroutine_wrapped, 1);
+    return 1;
+}
+
+void mw_track_coroutines(lua_State *L) {
+    if (lua_getglobal(L, "coroutine") == LUA_TTABLE) {
+        lua_pushcfunction(L, coroutine_resume);
+        lua_setfield(L, -2, "resume");
+        lua_pushcfunction(L, coroutine_wrap);
+        lua_setfield(L, -2, "wrap");
+    }
+    lua_pop(L, 1);
 }
 
 void mw_guard_set_memory_limit(mw_guard *g, size_t bytes) { g->limit = bytes; }
@@ -287,8 +566,9 @@ void mw_guard_set_memory_limit(mw_guard *g, size_t bytes) { g->limit = bytes; }
 size_t mw_guard_memory_used(mw_guard *g) { return g->used; }
 
 void mw_guard_set_callback_limits(mw_guard *g, double warn_after, double limit_after) {
-    g->warn_after = warn_after;
-    g->limit_after = limit_after;
+    atomic_store(&g->warn_after, warn_after);
+    atomic_store(&g->limit_after, limit_after);
+    if (warn_after > 0 || limit_after > 0 || g->watching) wake_watchdog(g);
 }
 
 void mw_guard_on_slow(mw_guard *g, mw_slow_fn fn, void *ctx) {
@@ -311,7 +591,10 @@ void mw_guard_collect_after_refusal(lua_State *L) {
     lua_gc(L, LUA_GCCOLLECT);
 }
 
-void mw_guard_signal(mw_guard *g, int signo) { atomic_store(&g->signal, signo); }
+void mw_guard_signal(mw_guard *g, int signo) {
+    atomic_store(&g->signal, signo);
+    wake_watchdog(g);
+}
 
 int mw_guard_pending_signal(mw_guard *g) { return atomic_load(&g->signal); }
 
@@ -320,7 +603,10 @@ int mw_guard_take_signal(mw_guard *g) {
     return atomic_exchange(&g->signal, 0);
 }
 
-void mw_guard_interrupt(mw_guard *g) { atomic_store(&g->interrupt, 1); }
+void mw_guard_interrupt(mw_guard *g) {
+    atomic_store(&g->interrupt, 1);
+    wake_watchdog(g);
+}
 
 void mw_guard_clear_interrupt(mw_guard *g) { atomic_store(&g->interrupt, 0); }
 

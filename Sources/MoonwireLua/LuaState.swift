@@ -19,6 +19,7 @@ public final class LuaVM {
     public init() {
         guard let L = mw_newstate() else { fatalError("moonwire: cannot create a Lua state (out of memory)") }
         luaL_openlibs(L)
+        mw_track_coroutines(L)
         state = LuaState(L)
         guardState = mw_guard_of(L)
     }

@@ -85,4 +85,74 @@ import Testing
         #expect(harness.reported.first?.hasPrefix("test.lua:3: interrupted: the callback ran for") == true)
         #expect(try harness.global("done") == .boolean(true))
     }
+
+    /// The count hook goes on whichever Lua thread runs when the callback has run
+    /// too long: a coroutine of the script's own, resumed with coroutine.resume or
+    /// called through coroutine.wrap, inside a callback, nested in each other.
+    @Test func callbackTimeoutReachesTheScriptsOwnCoroutines() throws {
+        let harness = ScriptHarness(keepGoing: true, limits: ScriptLimits(callbackWarning: 0, callbackTimeout: 0.2))
+        let code = try harness.run("""
+            mw.after(0, function()
+              local spin = coroutine.create(function() while true do end end)
+              resumed = { coroutine.resume(spin) }
+              local wrapped = coroutine.wrap(function()
+                local inner = coroutine.wrap(function() while true do end end)
+                inner()
+              end)
+              wrapped_ok, wrapped_err = pcall(wrapped)
+              mw.after(0, function() done = true end)
+            end)
+            """)
+        #expect(code == 0)
+        let resumed = try harness.global("resumed").sequence
+        #expect(resumed.first == .boolean(false))
+        #expect(resumed.last?.text?.hasPrefix("test.lua:2: interrupted: the callback ran for") == true)
+        #expect(try harness.global("wrapped_ok") == .boolean(false))
+        #expect(try harness.global("wrapped_err").text?.contains("test.lua:5: interrupted: the callback ran for") == true)
+        #expect(try harness.global("done") == .boolean(true))
+    }
+
+    /// coroutine.resume and coroutine.wrap (the guard's own, which keep track of the
+    /// running thread) answer as Lua's: values in and out, dead and running
+    /// coroutines, errors with their position, to-be-closed variables, argument errors.
+    @Test func coroutineFunctionsBehaveAsLuas() throws {
+        let harness = ScriptHarness()
+        _ = try harness.run("""
+            local out = {}
+            local function show(...) local t = table.pack(...) for i = 1, t.n do t[i] = tostring(t[i]) end out[#out + 1] = table.concat(t, " ", 1, t.n) end
+            local co = coroutine.create(function(a, b) local c = coroutine.yield(a + b); error("boom " .. c) end)
+            show(coroutine.resume(co, 1, 2))
+            show(coroutine.resume(co, "x"))
+            show(coroutine.resume(co))
+            show(pcall(coroutine.resume, 42))
+            show(coroutine.resume(coroutine.running()))
+            local gen = coroutine.wrap(function(n) for i = 1, n do coroutine.yield(i) end return "done" end)
+            show(gen(2)); show(gen()); show(gen()); show(pcall(gen))
+            show(pcall(coroutine.wrap(function() error("inner") end)))
+            local ok, e = pcall(coroutine.wrap(function() error({ code = 7 }) end)); show(ok, type(e), e.code)
+            show(pcall(coroutine.wrap, 5))
+            local closed = false
+            local w = coroutine.wrap(function() local x <close> = setmetatable({}, { __close = function() closed = true end }); error("die") end)
+            show(pcall(w)); show("closed", closed)
+            show(select("#", coroutine.wrap(function() return table.unpack({}, 1, 300) end)()))
+            lines = table.concat(out, "\\n")
+            """)
+        #expect(try harness.global("lines").text == """
+            true 3
+            false test.lua:3: boom x
+            false cannot resume dead coroutine
+            false bad argument #1 to 'coroutine.resume' (thread expected, got number)
+            false cannot resume non-suspended coroutine
+            1
+            2
+            done
+            false cannot resume dead coroutine
+            false test.lua:11: inner
+            false table 7
+            false bad argument #1 to 'coroutine.wrap' (function expected, got number)
+            false test.lua:15: die
+            closed true
+            300
+            """)
+    }
 }

@@ -48,9 +48,14 @@ typedef void (*mw_slow_fn)(void *ctx, const char *where, double seconds);
 typedef struct mw_guard mw_guard;
 
 /* A new state with its guard: a counting allocator with an optional limit,
- * a panic handler that aborts with a message, and a count hook on every
- * thread (coroutines inherit it) that acts on the guard's flags and limits. */
+ * a panic handler that aborts with a message, and a watchdog thread (started
+ * when limits are set or a signal comes) that puts a count hook on the running
+ * Lua thread when a call from the host runs long or a signal or interruption
+ * waits; the hook acts on the guard's flags and limits. */
 lua_State *mw_newstate(void);
+/* After luaL_openlibs: coroutine.resume and coroutine.wrap that keep the
+ * guard informed of the running thread (the one the hook must go on). */
+void mw_track_coroutines(lua_State *L);
 /* lua_close, then frees the guard. */
 void mw_close(lua_State *L);
 mw_guard *mw_guard_of(lua_State *L);
