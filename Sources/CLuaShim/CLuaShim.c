@@ -425,16 +425,16 @@ static void *watchdog_main(void *arg) {
             pthread_cond_timedwait(&g->wake, &g->mu, &until);
         }
         if (g->stop) break;
-        watch(g, &seen_entry, &seen_at, watch_period(g));
+        watch(g, &seen_entry, &seen_at, period);
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
 }
 
-/* Starts the watchdog if it is not running, and has it look now. */
-static void wake_watchdog(mw_guard *g) {
+/* Has the watchdog look now; starts it first if `start` and it is not running. */
+static void wake_watchdog(mw_guard *g, int start) {
     pthread_mutex_lock(&g->mu);
-    if (!g->watching && !g->stop) {
+    if (start && !g->watching && !g->stop) {
         pthread_once(&arm_signal_once, install_arm_signal);
         /* The watchdog takes no signal (the arming one is for the Lua thread). */
         sigset_t all, old;
@@ -472,9 +472,10 @@ void mw_close(lua_State *L) {
     mw_guard *g = mw_guard_of(L);
     pthread_mutex_lock(&g->mu);
     g->stop = 1;
+    int watching = g->watching;
     pthread_cond_signal(&g->wake);
     pthread_mutex_unlock(&g->mu);
-    if (g->watching) pthread_join(g->watchdog, NULL);
+    if (watching) pthread_join(g->watchdog, NULL);
     lua_close(L);
     pthread_cond_destroy(&g->wake);
     pthread_mutex_destroy(&g->mu);
@@ -568,7 +569,7 @@ size_t mw_guard_memory_used(mw_guard *g) { return g->used; }
 void mw_guard_set_callback_limits(mw_guard *g, double warn_after, double limit_after) {
     atomic_store(&g->warn_after, warn_after);
     atomic_store(&g->limit_after, limit_after);
-    if (warn_after > 0 || limit_after > 0 || g->watching) wake_watchdog(g);
+    wake_watchdog(g, warn_after > 0 || limit_after > 0);
 }
 
 void mw_guard_on_slow(mw_guard *g, mw_slow_fn fn, void *ctx) {
@@ -593,7 +594,7 @@ void mw_guard_collect_after_refusal(lua_State *L) {
 
 void mw_guard_signal(mw_guard *g, int signo) {
     atomic_store(&g->signal, signo);
-    wake_watchdog(g);
+    wake_watchdog(g, 1);
 }
 
 int mw_guard_pending_signal(mw_guard *g) { return atomic_load(&g->signal); }
@@ -605,7 +606,7 @@ int mw_guard_take_signal(mw_guard *g) {
 
 void mw_guard_interrupt(mw_guard *g) {
     atomic_store(&g->interrupt, 1);
-    wake_watchdog(g);
+    wake_watchdog(g, 1);
 }
 
 void mw_guard_clear_interrupt(mw_guard *g) { atomic_store(&g->interrupt, 0); }
