@@ -12,6 +12,39 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Lua's small blocks (tables, short strings, closures: most of what a message
+ * allocates and the collector frees) come from per-size free lists kept by the
+ * state, not from malloc and free each time: glibc's free alone cost about 100
+ * instructions per block, about 6 000 per JSON message. The lists hold at most
+ * SMALL_KEEP bytes; past that a freed block goes back to malloc. */
+#define SMALL_STEP 16
+#define SMALL_MAX 256
+#define SMALL_CLASSES (SMALL_MAX / SMALL_STEP)
+#define SMALL_KEEP ((size_t)1 << 20)
+
+struct small_block {
+    struct small_block *next;
+};
+
+/* Under AddressSanitizer a kept block is poisoned, so a use after Lua freed it
+ * is still reported though the block did not go back to free(). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MW_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MW_ASAN 1
+#endif
+#ifdef MW_ASAN
+#include <sanitizer/asan_interface.h>
+#define KEPT(block, bytes) ASAN_POISON_MEMORY_REGION(block, bytes)
+#define REUSED(block, bytes) ASAN_UNPOISON_MEMORY_REGION(block, bytes)
+#else
+#define KEPT(block, bytes) ((void)(block), (void)(bytes))
+#define REUSED(block, bytes) ((void)(block), (void)(bytes))
+#endif
+
 /* Fields without _Atomic are touched only by the thread running the state
  * (the watchdog's own fields by the watchdog, under `mu`). */
 struct mw_guard {
@@ -44,6 +77,10 @@ struct mw_guard {
     size_t used, limit;
     int refused;
     char refused_at[256];
+    /* Freed small blocks kept for reuse, one list per size class, and the
+     * bytes they hold (at most SMALL_KEEP; see small_alloc). */
+    struct small_block *small_free[SMALL_CLASSES];
+    size_t small_kept;
     /* The watchdog thread (started on first need) and what wakes it. */
     pthread_mutex_t mu;
     pthread_cond_t wake;
@@ -204,11 +241,83 @@ static void user_location(lua_State *L, int level, char *buf, size_t size) {
  * and with no Swift function running (its frames would be skipped). Anywhere
  * else (the host pushing a message, a Swift binding building its result) the
  * allocation goes through and the next Lua allocation is refused instead. */
+/* A block Lua sees as `size` bytes (at most SMALL_MAX) is in class
+ * (size - 1) / SMALL_STEP and always has room for its class's whole size, so
+ * any block of the class can serve any request of the class. */
+static inline size_t small_class(size_t size) { return (size - 1) / SMALL_STEP; }
+
+static void *small_alloc(mw_guard *g, size_t size) {
+    size_t c = small_class(size);
+    struct small_block *b = g->small_free[c];
+    if (b != NULL) {
+        REUSED(b, (c + 1) * SMALL_STEP);
+        g->small_free[c] = b->next;
+        g->small_kept -= (c + 1) * SMALL_STEP;
+        return b;
+    }
+    return malloc((c + 1) * SMALL_STEP);
+}
+
+static void small_release(mw_guard *g, void *ptr, size_t size) {
+    size_t c = small_class(size), bytes = (c + 1) * SMALL_STEP;
+    if (g->small_kept + bytes > SMALL_KEEP) {
+        free(ptr);
+        return;
+    }
+    struct small_block *b = ptr;
+    b->next = g->small_free[c];
+    g->small_free[c] = b;
+    g->small_kept += bytes;
+    KEPT(b, bytes);
+}
+
+static void small_drain(mw_guard *g) {
+    for (size_t c = 0; c < SMALL_CLASSES; c++) {
+        while (g->small_free[c] != NULL) {
+            struct small_block *b = g->small_free[c];
+            REUSED(b, (c + 1) * SMALL_STEP);
+            g->small_free[c] = b->next;
+            free(b);
+        }
+    }
+    g->small_kept = 0;
+}
+
+/* realloc with the small-block lists: a block never moves when it shrinks (Lua
+ * must not see a shrink fail), and a small block keeps its class's room. */
+static void *resize_block(mw_guard *g, void *ptr, size_t old, size_t nsize) {
+    if (old == 0) return nsize <= SMALL_MAX ? small_alloc(g, nsize) : malloc(nsize);
+    if (old <= SMALL_MAX) {
+        if (nsize <= old || small_class(nsize) == small_class(old)) return ptr;
+        if (nsize > SMALL_MAX) return realloc(ptr, nsize);
+        void *block = small_alloc(g, nsize);
+        if (block != NULL) {
+            memcpy(block, ptr, old);
+            small_release(g, ptr, old);
+        }
+        return block;
+    }
+    if (nsize <= SMALL_MAX) {
+        /* Shrinking from malloc's sizes into a class: room for the whole class. */
+        void *block = realloc(ptr, (small_class(nsize) + 1) * SMALL_STEP);
+        return block != NULL ? block : ptr;
+    }
+    return realloc(ptr, nsize);
+}
+
+/* Counts every byte the state holds. Past the limit, growth is refused only
+ * where Lua can raise the memory error safely: inside a call from the host
+ * and with no Swift function running (its frames would be skipped). Anywhere
+ * else (the host pushing a message, a Swift binding building its result) the
+ * allocation goes through and the next Lua allocation is refused instead. */
 static void *guarded_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     mw_guard *g = ud;
     size_t old = ptr != NULL ? osize : 0;
     if (nsize == 0) {
-        free(ptr);
+        if (ptr != NULL) {
+            if (old <= SMALL_MAX) small_release(g, ptr, old);
+            else free(ptr);
+        }
         g->used -= old;
         return NULL;
     }
@@ -223,7 +332,7 @@ static void *guarded_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         }
         return NULL;
     }
-    void *block = realloc(ptr, nsize);
+    void *block = resize_block(g, ptr, old, nsize);
     if (block != NULL) g->used = g->used - old + nsize;
     return block;
 }
@@ -452,6 +561,7 @@ lua_State *mw_newstate(void) {
     if (g == NULL) return NULL;
     lua_State *L = lua_newstate(guarded_alloc, g);
     if (L == NULL) {
+        small_drain(g);
         free(g);
         return NULL;
     }
@@ -477,6 +587,7 @@ void mw_close(lua_State *L) {
     pthread_mutex_unlock(&g->mu);
     if (watching) pthread_join(g->watchdog, NULL);
     lua_close(L);
+    small_drain(g);
     pthread_cond_destroy(&g->wake);
     pthread_mutex_destroy(&g->mu);
     free(g);

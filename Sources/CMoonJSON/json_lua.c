@@ -18,11 +18,54 @@ static char decode_raw_key;
 #define UV_ARRAY_MT 2
 #define UV_OBJECT_MT 3
 #define UV_REFERENCE 4 /* json.lua's decode */
+#define UV_KEY_STRINGS 5
+#define UV_KEY_CACHE 6
+#define UPVALUES 6
+
+/* The same values for the calls from the host: { null, array_mt, object_mt,
+ * key strings, key cache } (the encoder reads the first three). */
+static char slots_key;
 
 /* ---------------------------------------------------------------- decoding */
 
-/* Stack slots of the build step: 1 tape, 2 null, 3 array_mt, 4 object_mt. */
-static size_t build_value(lua_State *L, const mwj_tape *tape, size_t at) {
+/* Object keys seen lately, so that messages of one shape do not hash and
+ * intern the same keys again each time: KEY_SLOTS keys of up to KEY_MAX bytes,
+ * each slot's bytes here and its Lua string at the same index of a table
+ * (created with room for all, so storing one never allocates). */
+#define KEY_SLOTS 128
+#define KEY_MAX 31
+
+typedef struct key_cache {
+    uint8_t len[KEY_SLOTS];
+    char bytes[KEY_SLOTS][KEY_MAX];
+} key_cache;
+
+static inline unsigned key_slot(const char *s, size_t n) {
+    unsigned h = (unsigned)n * 0x9E3779B1u;
+    h ^= (unsigned char)s[0] * 31u + (unsigned char)s[n - 1] * 131u + (unsigned char)s[n / 2] * 7u;
+    return (h ^ (h >> 15)) % KEY_SLOTS;
+}
+
+/* Stack slots of the build step: 1 tape, 2 null, 3 array_mt, 4 object_mt,
+ * 5 key strings, 6 key cache. */
+static void push_key(lua_State *L, key_cache *cache, const char *s, size_t n) {
+    if (n == 0 || n > KEY_MAX) {
+        lua_pushlstring(L, s, n);
+        return;
+    }
+    unsigned slot = key_slot(s, n);
+    if (cache->len[slot] == n && memcmp(cache->bytes[slot], s, n) == 0) {
+        lua_rawgeti(L, 5, (lua_Integer)slot + 1);
+        return;
+    }
+    lua_pushlstring(L, s, n);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, 5, (lua_Integer)slot + 1);
+    cache->len[slot] = (uint8_t)n;
+    memcpy(cache->bytes[slot], s, n);
+}
+
+static size_t build_value(lua_State *L, const mwj_tape *tape, key_cache *keys, size_t at) {
     const mwj_token *t = &tape->tokens[at];
     switch (t->type) {
     case MWJ_NULL: lua_pushvalue(L, 2); return at + 1;
@@ -38,7 +81,7 @@ static size_t build_value(lua_State *L, const mwj_tape *tape, size_t at) {
         lua_setmetatable(L, -2);
         at++;
         for (uint32_t i = 1; i <= n; i++) {
-            at = build_value(L, tape, at);
+            at = build_value(L, tape, keys, at);
             lua_rawseti(L, -2, (lua_Integer)i);
         }
         return at;
@@ -51,8 +94,8 @@ static size_t build_value(lua_State *L, const mwj_tape *tape, size_t at) {
         at++;
         for (uint32_t i = 0; i < n; i++) {
             const mwj_token *key = &tape->tokens[at];
-            lua_pushlstring(L, tape->strings + key->v.off, key->len);
-            at = build_value(L, tape, at + 1);
+            push_key(L, keys, tape->strings + key->v.off, key->len);
+            at = build_value(L, tape, keys, at + 1);
             lua_rawset(L, -3);
         }
         return at;
@@ -60,11 +103,12 @@ static size_t build_value(lua_State *L, const mwj_tape *tape, size_t at) {
     }
 }
 
-/* build(tape, null, array_mt, object_mt) -> value; run under lua_pcall. */
+/* build(tape, null, array_mt, object_mt, key strings, key cache) -> value;
+ * run under lua_pcall. */
 static int build(lua_State *L) {
     const mwj_tape *tape = (const mwj_tape *)lua_touserdata(L, 1);
     luaL_checkstack(L, 2 * tape->max_depth + 8, "JSON nested too deep");
-    build_value(L, tape, 0);
+    build_value(L, tape, (key_cache *)lua_touserdata(L, 6), 0);
     return 1;
 }
 
@@ -80,7 +124,9 @@ static int decode_text(lua_State *L, const char *text, size_t n, int text_index)
         lua_pushvalue(L, lua_upvalueindex(UV_NULL));
         lua_pushvalue(L, lua_upvalueindex(UV_ARRAY_MT));
         lua_pushvalue(L, lua_upvalueindex(UV_OBJECT_MT));
-        int status = lua_pcall(L, 4, 1, 0);
+        lua_pushvalue(L, lua_upvalueindex(UV_KEY_STRINGS));
+        lua_pushvalue(L, lua_upvalueindex(UV_KEY_CACHE));
+        int status = lua_pcall(L, 6, 1, 0);
         mwj_tape_free(&tape);
         if (status != LUA_OK) return lua_error(L);
         return 1;
@@ -114,6 +160,25 @@ static int json_decode_raw(lua_State *L) {
 }
 
 int mw_json_decode_bytes(lua_State *L, const void *bytes, size_t n) {
+    /* The common case in one protected call: parsed here (no Lua), built under
+     * lua_pcall. Anything else goes through json_decode_raw. */
+    if (lua_checkstack(L, 8)) {
+        mwj_tape tape;
+        mwj_tape_init(&tape);
+        if (mwj_parse((const char *)bytes, n, &tape) == MWJ_OK) {
+            lua_pushcfunction(L, build);
+            lua_pushlightuserdata(L, &tape);
+            lua_rawgetp(L, LUA_REGISTRYINDEX, &slots_key);
+            int slots = lua_gettop(L);
+            for (int i = 1; i <= 5; i++) lua_rawgeti(L, slots, i);
+            lua_remove(L, slots);
+            int status = lua_pcall(L, 6, 1, 0);
+            mwj_tape_free(&tape);
+            if (status == LUA_OK) lua_pushnil(L);
+            return status;
+        }
+        mwj_tape_free(&tape);
+    }
     lua_rawgetp(L, LUA_REGISTRYINDEX, &decode_raw_key);
     lua_pushlightuserdata(L, (void *)bytes);
     lua_pushinteger(L, (lua_Integer)n);
@@ -809,13 +874,11 @@ static int json_encode(lua_State *L) {
     return 1;
 }
 
-static char encode_slots_key;
-
 int mw_json_encode_into(lua_State *L, int idx, mwj_buffer *out) {
     idx = lua_absindex(L, idx);
     encoder e;
     encoder_init(&e, out);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &encode_slots_key); /* { null, array_mt, object_mt } */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &slots_key); /* { null, array_mt, object_mt, ... } */
     int slots = lua_gettop(L);
     lua_rawgeti(L, slots, 1);
     lua_rawgeti(L, slots, 2);
@@ -846,22 +909,30 @@ int mw_json_install(lua_State *L) {
     lua_getmetatable(L, -1);
     lua_replace(L, -2);                 /* 4 object_mt */
     lua_getfield(L, 1, "decode");       /* 5 json.lua's decode */
-
-    lua_createtable(L, 3, 0);
-    for (int i = 2; i <= 4; i++) {
-        lua_pushvalue(L, i);
-        lua_rawseti(L, -2, i - 1);
+    lua_createtable(L, KEY_SLOTS, 0);   /* 6 key strings */
+    for (int i = 1; i <= KEY_SLOTS; i++) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, -2, i);
     }
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &encode_slots_key);
+    key_cache *keys = (key_cache *)lua_newuserdatauv(L, sizeof(key_cache), 0); /* 7 */
+    memset(keys, 0, sizeof *keys);
 
-    for (int i = 2; i <= 5; i++) lua_pushvalue(L, i);
-    lua_pushcclosure(L, json_decode, 4);
+    lua_createtable(L, 5, 0);
+    for (int i = 2; i <= 7; i++) {
+        if (i == 5) continue;
+        lua_pushvalue(L, i);
+        lua_rawseti(L, -2, i < 5 ? i - 1 : i - 2);
+    }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &slots_key);
+
+    for (int i = 2; i <= 7; i++) lua_pushvalue(L, i);
+    lua_pushcclosure(L, json_decode, UPVALUES);
     lua_setfield(L, 1, "decode");
-    for (int i = 2; i <= 5; i++) lua_pushvalue(L, i);
-    lua_pushcclosure(L, json_decode_raw, 4);
+    for (int i = 2; i <= 7; i++) lua_pushvalue(L, i);
+    lua_pushcclosure(L, json_decode_raw, UPVALUES);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &decode_raw_key);
-    for (int i = 2; i <= 5; i++) lua_pushvalue(L, i);
-    lua_pushcclosure(L, json_encode, 4);
+    for (int i = 2; i <= 7; i++) lua_pushvalue(L, i);
+    lua_pushcclosure(L, json_encode, UPVALUES);
     lua_setfield(L, 1, "encode");
     lua_settop(L, 1);
     return 1;

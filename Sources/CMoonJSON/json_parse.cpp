@@ -55,8 +55,13 @@ struct TapeHandler {
     bool RawNumber(const char *s, rapidjson::SizeType length, bool) {
         mwj_token *t = next();
         if (t == nullptr) return false;
-        bool integer = memchr(s, '.', length) == nullptr && memchr(s, 'e', length) == nullptr
-            && memchr(s, 'E', length) == nullptr;
+        bool integer = true;
+        for (rapidjson::SizeType i = 0; i < length; i++) {
+            if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') {
+                integer = false;
+                break;
+            }
+        }
         if (integer) {
             const char *p = s;
             bool negative = *p == '-';

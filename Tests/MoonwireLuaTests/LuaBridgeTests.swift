@@ -51,6 +51,41 @@ import Testing
         #expect(echoed == .string(bytes))
     }
 
+    /// Lua's small blocks come from the guard's per-size lists (CLuaShim.c): blocks
+    /// that grow and shrink across the sizes keep their bytes, and the guard counts
+    /// exactly the bytes Lua counts, after the collector has freed most of them.
+    @Test func smallBlocksKeepTheirBytesAndTheCount() throws {
+        let vm = LuaVM()
+        defer { withExtendedLifetime(vm) {} }
+        let source = """
+            local ok = true
+            for round = 1, 3 do
+              local kept = {}
+              for n = 1, 600, 7 do
+                local t = {}
+                for i = 1, n do t[i] = i * round end        -- the array grows through every size
+                for i = n, 1, -1 do if t[i] ~= i * round then ok = false end end
+                local s = string.rep(string.char(65 + n % 26), n)  -- buffers grow and shrink
+                if #s ~= n or s:byte(n) ~= 65 + n % 26 then ok = false end
+                local h = {}
+                for i = 1, n % 40 do h["k" .. i] = s end    -- hash parts of each size
+                for i = 1, n % 40 do if h["k" .. i] ~= s then ok = false end end
+                for i = 1, n, 2 do t[i] = nil end
+                kept[#kept + 1] = { t, s, h }
+              end
+              collectgarbage()
+            end
+            collectgarbage()
+            return ok, collectgarbage("count") * 1024
+            """
+        try vm.state.load(source: Array(source.utf8), chunkName: "=blocks")
+        try vm.state.call(arguments: 0, results: 2)
+        #expect(try vm.state.value(at: -2) == .boolean(true))
+        let luaCount = try vm.state.value(at: -1)
+        vm.state.pop(2)
+        #expect(luaCount == .number(Double(mw_guard_memory_used(vm.guardState))))
+    }
+
     @Test func cyclicTablesAreRefusedNotFollowed() throws {
         let vm = LuaVM()
         defer { withExtendedLifetime(vm) {} }
