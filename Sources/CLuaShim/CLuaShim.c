@@ -239,30 +239,28 @@ static void user_location(lua_State *L, int level, char *buf, size_t size) {
  * traceback, the message). */
 #define REPORT_HEADROOM (1 << 20)
 
-/* Counts every byte the state holds. Past the limit, growth is refused only
- * where Lua can raise the memory error safely: inside a call from the host
- * and with no Swift function running (its frames would be skipped). Anywhere
- * else (the host pushing a message, a Swift binding building its result) the
- * allocation goes through and the next Lua allocation is refused instead. */
 /* A block Lua sees as `size` bytes (at most SMALL_MAX) is in class
  * (size - 1) / SMALL_STEP and always has room for its class's whole size, so
  * any block of the class can serve any request of the class. */
 static inline size_t small_class(size_t size) { return (size - 1) / SMALL_STEP; }
 
+/* The room of every block of class c. */
+static inline size_t class_room(size_t c) { return (c + 1) * SMALL_STEP; }
+
 static void *small_alloc(mw_guard *g, size_t size) {
     size_t c = small_class(size);
     struct small_block *b = g->small_free[c];
     if (b != NULL) {
-        REUSED(b, (c + 1) * SMALL_STEP);
+        REUSED(b, class_room(c));
         g->small_free[c] = b->next;
-        g->small_kept -= (c + 1) * SMALL_STEP;
+        g->small_kept -= class_room(c);
         return b;
     }
-    return malloc((c + 1) * SMALL_STEP);
+    return malloc(class_room(c));
 }
 
 static void small_release(mw_guard *g, void *ptr, size_t size) {
-    size_t c = small_class(size), bytes = (c + 1) * SMALL_STEP;
+    size_t c = small_class(size), bytes = class_room(c);
     if (g->small_kept + bytes > SMALL_KEEP) {
         free(ptr);
         return;
@@ -278,7 +276,7 @@ static void small_drain(mw_guard *g) {
     for (size_t c = 0; c < SMALL_CLASSES; c++) {
         while (g->small_free[c] != NULL) {
             struct small_block *b = g->small_free[c];
-            REUSED(b, (c + 1) * SMALL_STEP);
+            REUSED(b, class_room(c));
             g->small_free[c] = b->next;
             free(b);
         }
@@ -302,7 +300,7 @@ static void *resize_block(mw_guard *g, void *ptr, size_t old, size_t nsize) {
     }
     if (nsize <= SMALL_MAX) {
         /* Shrinking from malloc's sizes into a class: room for the whole class. */
-        void *block = realloc(ptr, (small_class(nsize) + 1) * SMALL_STEP);
+        void *block = realloc(ptr, class_room(small_class(nsize)));
         return block != NULL ? block : ptr;
     }
     return realloc(ptr, nsize);

@@ -18,12 +18,9 @@ static char decode_raw_key;
 #define UV_ARRAY_MT 2
 #define UV_OBJECT_MT 3
 #define UV_REFERENCE 4 /* json.lua's decode */
-#define UV_KEY_STRINGS 5
-#define UV_KEY_CACHE 6
-#define UPVALUES 6
 
-/* The same values for the calls from the host: { null, array_mt, object_mt,
- * key strings, key cache } (the encoder reads the first three). */
+/* What the build step and the calls from the host read: { null, array_mt,
+ * object_mt, key strings, key cache } (the encoder reads the first three). */
 static char slots_key;
 
 /* ---------------------------------------------------------------- decoding */
@@ -46,8 +43,8 @@ static inline unsigned key_slot(const char *s, size_t n) {
     return (h ^ (h >> 15)) % KEY_SLOTS;
 }
 
-/* Stack slots of the build step: 1 tape, 2 null, 3 array_mt, 4 object_mt,
- * 5 key strings, 6 key cache. */
+/* Stack slots of the build step (see build): 1 tape, 2 null, 3 array_mt,
+ * 4 object_mt, 5 key strings, 6 key cache. */
 static void push_key(lua_State *L, key_cache *cache, const char *s, size_t n) {
     if (n == 0 || n > KEY_MAX) {
         lua_pushlstring(L, s, n);
@@ -103,13 +100,25 @@ static size_t build_value(lua_State *L, const mwj_tape *tape, key_cache *keys, s
     }
 }
 
-/* build(tape, null, array_mt, object_mt, key strings, key cache) -> value;
- * run under lua_pcall. */
+/* build(tape) -> value; run under lua_pcall. */
 static int build(lua_State *L) {
     const mwj_tape *tape = (const mwj_tape *)lua_touserdata(L, 1);
-    luaL_checkstack(L, 2 * tape->max_depth + 8, "JSON nested too deep");
+    luaL_checkstack(L, 2 * tape->max_depth + 14, "JSON nested too deep");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &slots_key);
+    for (int i = 1; i <= 5; i++) lua_rawgeti(L, 2, i);
+    lua_remove(L, 2); /* 2 null .. 6 key cache */
     build_value(L, tape, (key_cache *)lua_touserdata(L, 6), 0);
     return 1;
+}
+
+/* The parsed tape's value, built under lua_pcall; frees the tape. Returns the
+ * status, with the value or the error on top. */
+static int build_protected(lua_State *L, mwj_tape *tape) {
+    lua_pushcfunction(L, build);
+    lua_pushlightuserdata(L, tape);
+    int status = lua_pcall(L, 1, 1, 0);
+    mwj_tape_free(tape);
+    return status;
 }
 
 /* Decodes text with the closure's upvalues: pushes the value, or nil and the
@@ -119,16 +128,7 @@ static int decode_text(lua_State *L, const char *text, size_t n, int text_index)
     mwj_tape_init(&tape);
     int parsed = mwj_parse(text, n, &tape);
     if (parsed == MWJ_OK) {
-        lua_pushcfunction(L, build);
-        lua_pushlightuserdata(L, &tape);
-        lua_pushvalue(L, lua_upvalueindex(UV_NULL));
-        lua_pushvalue(L, lua_upvalueindex(UV_ARRAY_MT));
-        lua_pushvalue(L, lua_upvalueindex(UV_OBJECT_MT));
-        lua_pushvalue(L, lua_upvalueindex(UV_KEY_STRINGS));
-        lua_pushvalue(L, lua_upvalueindex(UV_KEY_CACHE));
-        int status = lua_pcall(L, 6, 1, 0);
-        mwj_tape_free(&tape);
-        if (status != LUA_OK) return lua_error(L);
+        if (build_protected(L, &tape) != LUA_OK) return lua_error(L);
         return 1;
     }
     mwj_tape_free(&tape);
@@ -162,18 +162,11 @@ static int json_decode_raw(lua_State *L) {
 int mw_json_decode_bytes(lua_State *L, const void *bytes, size_t n) {
     /* The common case in one protected call: parsed here (no Lua), built under
      * lua_pcall. Anything else goes through json_decode_raw. */
-    if (lua_checkstack(L, 8)) {
+    if (lua_checkstack(L, 3)) {
         mwj_tape tape;
         mwj_tape_init(&tape);
         if (mwj_parse((const char *)bytes, n, &tape) == MWJ_OK) {
-            lua_pushcfunction(L, build);
-            lua_pushlightuserdata(L, &tape);
-            lua_rawgetp(L, LUA_REGISTRYINDEX, &slots_key);
-            int slots = lua_gettop(L);
-            for (int i = 1; i <= 5; i++) lua_rawgeti(L, slots, i);
-            lua_remove(L, slots);
-            int status = lua_pcall(L, 6, 1, 0);
-            mwj_tape_free(&tape);
+            int status = build_protected(L, &tape);
             if (status == LUA_OK) lua_pushnil(L);
             return status;
         }
@@ -909,30 +902,31 @@ int mw_json_install(lua_State *L) {
     lua_getmetatable(L, -1);
     lua_replace(L, -2);                 /* 4 object_mt */
     lua_getfield(L, 1, "decode");       /* 5 json.lua's decode */
-    lua_createtable(L, KEY_SLOTS, 0);   /* 6 key strings */
+
+    lua_createtable(L, 5, 0);
+    for (int i = 2; i <= 4; i++) {
+        lua_pushvalue(L, i);
+        lua_rawseti(L, -2, i - 1);
+    }
+    lua_createtable(L, KEY_SLOTS, 0); /* key strings */
     for (int i = 1; i <= KEY_SLOTS; i++) {
         lua_pushboolean(L, 0);
         lua_rawseti(L, -2, i);
     }
-    key_cache *keys = (key_cache *)lua_newuserdatauv(L, sizeof(key_cache), 0); /* 7 */
+    lua_rawseti(L, -2, 4);
+    key_cache *keys = (key_cache *)lua_newuserdatauv(L, sizeof(key_cache), 0);
     memset(keys, 0, sizeof *keys);
-
-    lua_createtable(L, 5, 0);
-    for (int i = 2; i <= 7; i++) {
-        if (i == 5) continue;
-        lua_pushvalue(L, i);
-        lua_rawseti(L, -2, i < 5 ? i - 1 : i - 2);
-    }
+    lua_rawseti(L, -2, 5);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &slots_key);
 
-    for (int i = 2; i <= 7; i++) lua_pushvalue(L, i);
-    lua_pushcclosure(L, json_decode, UPVALUES);
+    for (int i = 2; i <= 5; i++) lua_pushvalue(L, i);
+    lua_pushcclosure(L, json_decode, 4);
     lua_setfield(L, 1, "decode");
-    for (int i = 2; i <= 7; i++) lua_pushvalue(L, i);
-    lua_pushcclosure(L, json_decode_raw, UPVALUES);
+    for (int i = 2; i <= 5; i++) lua_pushvalue(L, i);
+    lua_pushcclosure(L, json_decode_raw, 4);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &decode_raw_key);
-    for (int i = 2; i <= 7; i++) lua_pushvalue(L, i);
-    lua_pushcclosure(L, json_encode, UPVALUES);
+    for (int i = 2; i <= 5; i++) lua_pushvalue(L, i);
+    lua_pushcclosure(L, json_encode, 4);
     lua_setfield(L, 1, "encode");
     lua_settop(L, 1);
     return 1;
