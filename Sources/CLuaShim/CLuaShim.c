@@ -19,6 +19,7 @@
  * SMALL_KEEP bytes; past that a freed block goes back to malloc. */
 #define SMALL_STEP 16
 #define SMALL_MAX 256
+#define MW_CLASSES 8
 #define SMALL_CLASSES (SMALL_MAX / SMALL_STEP)
 #define SMALL_KEEP ((size_t)1 << 20)
 
@@ -84,6 +85,8 @@ struct mw_guard {
      * bytes they hold (at most SMALL_KEEP; see small_alloc). */
     struct small_block *small_free[SMALL_CLASSES];
     size_t small_kept;
+    /* The metatables of the classes mw_testudata has checked, by name. */
+    struct { char name[32]; const void *metatable; } classes[MW_CLASSES];
     /* The watchdog thread (started on first need) and what wakes it. */
     pthread_mutex_t mu;
     pthread_cond_t wake;
@@ -94,6 +97,30 @@ struct mw_guard {
 static char exit_sentinel;
 
 mw_guard *mw_guard_of(lua_State *L) { return *(mw_guard **)lua_getextraspace(L); }
+
+void *mw_testudata(lua_State *L, int idx, const char *tname) {
+    void *p = lua_touserdata(L, idx);
+    if (p == NULL || !lua_getmetatable(L, idx)) return NULL;
+    const void *metatable = lua_topointer(L, -1);
+    lua_pop(L, 1);
+    /* A class's metatable stays the registry's for the life of the state: it is
+     * looked up once per name, then compared by address (luaL_testudata looks
+     * the name up in the registry on every call). */
+    mw_guard *g = mw_guard_of(L);
+    for (int i = 0; i < MW_CLASSES; i++) {
+        if (g->classes[i].metatable == NULL) {
+            if (strlen(tname) >= sizeof g->classes[i].name) break;
+            luaL_getmetatable(L, tname);
+            const void *known = lua_topointer(L, -1);
+            lua_pop(L, 1);
+            if (known == NULL) return NULL;
+            strcpy(g->classes[i].name, tname);
+            g->classes[i].metatable = known;
+        }
+        if (strcmp(g->classes[i].name, tname) == 0) return metatable == g->classes[i].metatable ? p : NULL;
+    }
+    return luaL_testudata(L, idx, tname);
+}
 
 /* Like luaL_where, but blames the first caller from `level` up that is the
  * user's code: frames of moonwire's own Lua (chunks named "@moonwire/...", the

@@ -52,7 +52,7 @@ extension LuaState {
     public func object<T: AnyObject>(at index: Int32, class name: String, as _: T.Type = T.self) -> T? {
         // withCString: the class names are literals, read in place (the implicit
         // conversion built a C string on the heap per method call).
-        guard let slot = name.withCString({ luaL_testudata(L, index, $0) }),
+        guard let slot = name.withCString({ mw_testudata(L, index, $0) }),
             let pointer = slot.load(as: UnsafeMutableRawPointer?.self)
         else { return nil }
         // One Swift class per metatable name (push(object:class:) is the only way in),

@@ -1,3 +1,4 @@
+import Glibc
 import CLua
 import CMoonJSON
 import CLuaShim
@@ -280,8 +281,8 @@ extension LuaArguments {
     /// Are `bytes` exactly `word`? (Raw bytes against raw bytes: comparing with a String's
     /// UTF-8 view goes through its generic iterator, hundreds of instructions per message.)
     private static func isWord(_ bytes: UnsafeRawBufferPointer, _ word: StaticString) -> Bool {
-        bytes.count == word.utf8CodeUnitCount
-            && bytes.elementsEqual(UnsafeRawBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
+        guard bytes.count == word.utf8CodeUnitCount, let start = bytes.baseAddress else { return false }
+        return memcmp(start, word.utf8Start, bytes.count) == 0
     }
 
     /// Like ``message(at:kindAt:json:)``, handing `body` the Lua string's own bytes (valid

@@ -108,6 +108,8 @@ static inline int mw_loadbuffer(lua_State *L, const char *buf, size_t size, cons
     return luaL_loadbufferx(L, buf, size, name, "t");
 }
 static inline void mw_getmetatable_named(lua_State *L, const char *name) { luaL_getmetatable(L, name); }
+/* luaL_testudata with the metatable of each class name looked up once per state. */
+void *mw_testudata(lua_State *L, int idx, const char *tname);
 
 /* Process-wide allocator settings for message-sized buffers (see MemoryTuning in
  * the CLI): heap instead of mmap up to mmap_threshold, keep up to trim_threshold

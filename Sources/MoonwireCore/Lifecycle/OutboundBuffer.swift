@@ -302,7 +302,7 @@ public final class OutboundBuffer {
         self.offer(
             size: message.size, direct: direct,
             write: { link throws(UsageError) in try link.write(message) },
-            message: { message }, merge: nil
+            message: { message }, merges: false, merge: { _ in false }
         )
     }
 
@@ -316,13 +316,13 @@ public final class OutboundBuffer {
             direct: direct,
             write: { link throws(UsageError) in try link.write(bytes: bytes, kind: kind) },
             message: { self.link?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
-            merge: { self.link?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
+            merges: true, merge: { self.link?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
         )
     }
 
     private func offer(
         size: Int, direct: Bool, write: (OutboundLink) throws(UsageError) -> Void,
-        message: () -> OutboundMessage, merge: ((inout OutboundMessage) -> Bool)?
+        message: () -> OutboundMessage, merges: Bool, merge: (inout OutboundMessage) -> Bool
     ) -> Offer {
         if self.lastRefusal != nil { self.lastRefusal = nil }
         self.refusedByPool = false
@@ -377,7 +377,7 @@ public final class OutboundBuffer {
             let queueRoom = pool.budget - (pool.used - self.queue.bytes)
             bound = max(elsewhere, self.queue.byteLimit - queueRoom)
         }
-        let merged = merge.map { self.queue.mergeIntoLast(size: size, alsoBuffered: bound, $0) } ?? false
+        let merged = merges && self.queue.mergeIntoLast(size: size, alsoBuffered: bound, merge)
         let result = merged ? .queued : self.queue.enqueue(message(), size: size, alsoBuffered: bound)
         self.recharge()
         switch result {
