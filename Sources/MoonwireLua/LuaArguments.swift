@@ -63,6 +63,13 @@ public struct LuaArguments {
         return object
     }
 
+    /// ``object(class:expected:as:)`` for the length of `body`, without retaining it (the
+    /// userdata on the stack keeps it alive): for methods called per message.
+    func withObject<T: AnyObject, R>(class name: String, expected: String, as _: T.Type = T.self, _ body: (T) throws -> R) throws -> R {
+        guard let object = lua.unmanagedObject(at: index(0), class: name, as: T.self) else { throw typeError(0, expected: expected) }
+        return try object._withUnsafeGuaranteedRef(body)
+    }
+
     public func number(_ n: Int32) throws(LuaArgumentError) -> Double {
         guard let v = lua.number(at: index(n)) else { throw typeError(n, expected: "number") }
         return v

@@ -10,6 +10,8 @@ import NIOCore
 /// the script's state is gone finds nothing and is dropped.
 final class LuaConnection: ManagedConnectionDelegate {
     static let className = "moonwire.connection"
+    /// What a method's misuse says was expected.
+    static let typeName = "connection"
 
     weak var runtime: ScriptRuntime?
     let connection: ManagedConnection
@@ -96,7 +98,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: MessageKind) -> Bool {
         let answer = runtime?.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
-            lua.push(kind == .text ? "text" : "binary")
+            lua.push(kind.name)
             return 2
         }
         return answer == .boolean(true)

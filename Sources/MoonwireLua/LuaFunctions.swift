@@ -109,7 +109,8 @@ final class BoundLuaFunction<Owner: AnyObject>: LuaFunctionEntry {
     }
 
     override func call(_ args: LuaArguments) throws -> Int32 {
-        try body(owner.takeUnretainedValue(), args)
+        // Guaranteed, not taken: taking the owner would retain and release it on every call.
+        try owner._withUnsafeGuaranteedRef { try body($0, args) }
     }
 }
 

@@ -12,7 +12,7 @@ extension LuaState {
     func pushMessage(_ message: ByteBuffer, kind: MessageKind, json: Bool) -> Int32 {
         guard json else {
             message.withUnsafeReadableBytes { push(bytes: $0) }
-            push(kind == .text ? "text" : "binary")
+            push(kind.name)
             return 2
         }
         let status = message.withUnsafeReadableBytes { mw_json_decode_bytes(L, $0.baseAddress, $0.count) }
@@ -22,7 +22,7 @@ extension LuaState {
             pushNil()
             push(error)
         }
-        push(kind == .text ? "text" : "binary")
+        push(kind.name)
         mw_insert(L, -2)
         if type(at: -1) == LUA_TNIL {
             pop()

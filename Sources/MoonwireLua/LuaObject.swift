@@ -50,6 +50,12 @@ extension LuaState {
 
     /// The object behind a userdata of class `name`, or nil (another type, or already released).
     public func object<T: AnyObject>(at index: Int32, class name: String, as _: T.Type = T.self) -> T? {
+        unmanagedObject(at: index, class: name)?.takeUnretainedValue()
+    }
+
+    /// The object behind a userdata of class `name`, not retained: the userdata keeps it
+    /// alive while the userdata is reachable, as a function's argument on the stack is.
+    func unmanagedObject<T: AnyObject>(at index: Int32, class name: String, as _: T.Type = T.self) -> Unmanaged<T>? {
         // withCString: the class names are literals, read in place (the implicit
         // conversion built a C string on the heap per method call).
         guard let slot = name.withCString({ mw_testudata(L, index, $0) }),
@@ -59,7 +65,7 @@ extension LuaState {
         // so the name check stands for the type check; a dynamic cast would cost a
         // conformance lookup on every method call.
         assert(Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() is T)
-        return Unmanaged<T>.fromOpaque(pointer).takeUnretainedValue()
+        return Unmanaged<T>.fromOpaque(pointer)
     }
 }
 

@@ -175,6 +175,11 @@ public struct LuaState {
         s.withUTF8 { push(bytes: UnsafeRawBufferPointer($0)) }
     }
 
+    /// A constant string, from its bytes in the binary (no Swift string made).
+    public func push(_ string: StaticString) {
+        push(bytes: UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount))
+    }
+
     /// The bytes of a string value (numbers are not converted), or nil.
     public func bytes(at index: Int32) -> [UInt8]? {
         withBytes(at: index) { Array($0) }

@@ -110,7 +110,13 @@ extension ScriptRuntime {
     ])
 
     func connection(_ args: LuaArguments) throws(LuaArgumentError) -> LuaConnection {
-        try args.object(class: LuaConnection.className, expected: "connection")
+        try args.object(class: LuaConnection.className, expected: LuaConnection.typeName)
+    }
+
+    /// ``connection(_:)`` for the length of `body`, not retained: for the methods called
+    /// per message.
+    func withConnection<R>(_ args: LuaArguments, _ body: (LuaConnection) throws -> R) throws -> R {
+        try args.withObject(class: LuaConnection.className, expected: LuaConnection.typeName, body)
     }
 
     /// `host.connect(url, opts)`: the prelude has taken out the codec.
@@ -161,7 +167,10 @@ extension ScriptRuntime {
 
     /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
     private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
-        let c = try connection(args)
+        try withConnection(args) { c in try send(args, on: c, now: now) }
+    }
+
+    private func send(_ args: LuaArguments, on c: LuaConnection, now: Bool) throws -> Int32 {
         let sent = try args.withMessage(at: 1, kindAt: 2, json: c.jsonCodec) { bytes, kind in
             now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
         }

@@ -327,8 +327,8 @@ extension LuaArguments {
     private func requestedKind(at kindIndex: Int32) throws(LuaArgumentError) -> MessageKind? {
         if isNoneOrNil(kindIndex) { return nil }
         return try withBytes(kindIndex) { name throws(LuaArgumentError) in
-            if Self.isWord(name, "binary") { return .binary }
-            if Self.isWord(name, "text") { return .text }
+            if Self.isWord(name, MessageKind.binary.name) { return .binary }
+            if Self.isWord(name, MessageKind.text.name) { return .text }
             throw error(kindIndex, "\"text\" or \"binary\" expected, got \"\(String(decoding: name, as: UTF8.self))\"")
         }
     }

@@ -9,10 +9,12 @@ public enum MessageKind: Sendable, Hashable, CustomStringConvertible {
     var opcode: WebSocketOpcode { self == .text ? .text : .binary }
 
     /// `"text"` or `"binary"`, the names the Lua API uses.
-    public var description: String {
+    public var name: StaticString {
         switch self {
         case .text: return "text"
         case .binary: return "binary"
         }
     }
+
+    public var description: String { name.description }
 }

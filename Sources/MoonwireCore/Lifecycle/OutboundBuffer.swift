@@ -302,7 +302,7 @@ public final class OutboundBuffer {
         self.offer(
             size: message.size, direct: direct,
             write: { link throws(UsageError) in try link.write(message) },
-            message: { message }, merges: false, merge: { _ in false }
+            message: { _ in message }, merges: false, merge: { _, _ in false }
         )
     }
 
@@ -315,14 +315,14 @@ public final class OutboundBuffer {
             size: bytes.count,
             direct: direct,
             write: { link throws(UsageError) in try link.write(bytes: bytes, kind: kind) },
-            message: { self.link?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
-            merges: true, merge: { self.link?.mergeQueued(bytes: bytes, kind: kind, into: &$0) ?? false }
+            message: { link in link?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
+            merges: true, merge: { link, last in link?.mergeQueued(bytes: bytes, kind: kind, into: &last) ?? false }
         )
     }
 
     private func offer(
         size: Int, direct: Bool, write: (OutboundLink) throws(UsageError) -> Void,
-        message: () -> OutboundMessage, merges: Bool, merge: (inout OutboundMessage) -> Bool
+        message: (OutboundLink?) -> OutboundMessage, merges: Bool, merge: (OutboundLink?, inout OutboundMessage) -> Bool
     ) -> Offer {
         if self.lastRefusal != nil { self.lastRefusal = nil }
         self.refusedByPool = false
@@ -377,8 +377,10 @@ public final class OutboundBuffer {
             let queueRoom = pool.budget - (pool.used - self.queue.bytes)
             bound = max(elsewhere, self.queue.byteLimit - queueRoom)
         }
-        let merged = merges && self.queue.mergeIntoLast(size: size, alsoBuffered: bound, merge)
-        let result = merged ? .queued : self.queue.enqueue(message(), size: size, alsoBuffered: bound)
+        // The closures get the link as an argument: capturing `self` would retain this buffer per message.
+        let link = self.link
+        let merged = merges && self.queue.mergeIntoLast(size: size, alsoBuffered: bound) { merge(link, &$0) }
+        let result = merged ? .queued : self.queue.enqueue(message(link), size: size, alsoBuffered: bound)
         self.recharge()
         switch result {
         case .queued:

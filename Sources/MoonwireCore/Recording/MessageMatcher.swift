@@ -20,7 +20,7 @@ public struct MessageMatcher: Sendable {
     /// nil when `actual` matches `expected`, else the differences, one per line.
     public func difference(expected: RecordedMessage, actual: [UInt8], kind: MessageKind) -> String? {
         if kind != expected.kind {
-            return "expected a \(Self.name(expected.kind)) message, got a \(Self.name(kind)) one\n" + Self.show(expected.data, actual)
+            return "expected a \(expected.kind) message, got a \(kind) one\n" + Self.show(expected.data, actual)
         }
         if expected.data == actual { return nil }
         if kind == .text,
@@ -92,8 +92,6 @@ public struct MessageMatcher: Sendable {
         }
         return "\(value)"
     }
-
-    static func name(_ kind: MessageKind) -> String { kind == .text ? "text" : "binary" }
 
     /// A message as a diff shows it: text quoted, binary as base64.
     public static func preview(_ b: [UInt8]) -> String {

@@ -127,7 +127,7 @@ public final class ConnectionRecorder: @unchecked Sendable {
     func message<Bytes: Collection>(_ bytes: Bytes, kind: MessageKind, outgoing: Bool, at time: Double? = nil) where Bytes.Element == UInt8 {
         var l = line("message", at: time)
         l.add("dir", outgoing ? "out" : "in")
-        l.add("kind", kind == .text ? "text" : "binary")
+        l.add("kind", kind.description)
         if kind == .text, let text = String(validating: bytes, as: UTF8.self) {
             l.add("data", text)
         } else {
