@@ -43,8 +43,9 @@ public struct LuaArguments {
     /// How many arguments the caller passed (`self` not counted).
     public var count: Int32 { lua.top - selfOffset }
 
+    /// Argument 0 is a method's `self`, worded as the prelude's methods (and Lua's own) word it.
     public func error(_ n: Int32, _ message: String) -> LuaArgumentError {
-        LuaArgumentError("bad argument #\(n) to '\(function)' (\(message))")
+        LuaArgumentError(n == 0 ? "bad self to '\(function)' (\(message))" : "bad argument #\(n) to '\(function)' (\(message))")
     }
 
     public func typeError(_ n: Int32, expected: String) -> LuaArgumentError {

@@ -20,7 +20,7 @@ extension ScriptRuntime {
     /// `timer:cancel()`, which is also the timer's `__close`.
     static let timerMethods = LuaFunctions<ScriptRuntime>.methods(of: "timer", [
         LuaFunction("cancel") { rt, args in
-            args.lua.push(rt.cancel(try args.object(class: LuaTimer.className, expected: LuaTimer.className, as: LuaTimer.self)))
+            args.lua.push(rt.cancel(try args.object(class: LuaTimer.className, expected: "timer", as: LuaTimer.self)))
             return 1
         },
     ])

@@ -41,4 +41,45 @@ import Testing
         ])
         #expect(try harness.global("at_line").text == "test.lua:19: bad argument #1 to 'm:add' (a counter only goes up; use a gauge for a value that goes down)")
     }
+
+    /// A method's `self` must be a userdata of its own class: another class's userdata,
+    /// a userdata of Lua's own (a file) and a table are refused, before and after the
+    /// class's metatable is first looked up.
+    @Test func methodsRefuseAnotherClassAsSelf() throws {
+        let harness = ScriptHarness()
+        try harness.run("""
+            errors = {}
+            local function try(f, ...)
+              local ok, err = pcall(f, ...)
+              errors[#errors + 1] = ok and "ok" or (tostring(err):gsub("^.-: bad", "bad"))
+            end
+            local s = assert(mw.listen("ws://127.0.0.1:0/"))
+            local c = mw.connect(s:url(), { reconnect = false })
+            local t = mw.after(60, function() end)
+            try(c.send, s, "x")
+            try(c.send, io.stdout, "x")
+            try(c.send, {}, "x")
+            try(c.send, t, "x")
+            try(c.send, c, "x")
+            try(s.url, c)
+            try(s.url, s)
+            try(t.cancel, c)
+            try(c.send, s, "x")
+            t:cancel()
+            c:close()
+            s:close()
+            """)
+        let connectionExpected = "bad self to 'c:send' (a connection from mw.connect expected, got userdata)"
+        #expect(try harness.global("errors").sequence.compactMap(\.text) == [
+            connectionExpected,
+            connectionExpected,
+            "bad self to 'c:send' (a connection from mw.connect expected, got table)",
+            connectionExpected,
+            "ok",
+            "bad self to 's:url' (server expected, got userdata)",
+            "ok",
+            "bad self to 'timer:cancel' (timer expected, got userdata)",
+            connectionExpected,
+        ])
+    }
 }

@@ -109,7 +109,7 @@ import Testing
             """)
         #expect(try harness.global("message").text == "test.lua:1: bad argument #1 to 'mw.after' (number expected, got string)")
         #expect(try harness.global("message2").text == "test.lua:3: bad argument #1 to 'mw.every' (the interval must be more than 0 seconds)")
-        #expect(try harness.global("message3").text == "test.lua:6: bad argument #0 to 'timer:cancel' (moonwire.timer expected, got number)")
+        #expect(try harness.global("message3").text == "test.lua:6: bad self to 'timer:cancel' (timer expected, got number)")
     }
 
     /// 100 000 Swift-backed calls with bad arguments, each raising a Lua error
