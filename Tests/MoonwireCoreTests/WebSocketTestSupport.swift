@@ -23,6 +23,7 @@ enum ClientEvent: Sendable, Equatable {
 struct ClientScript: Sendable {
     var onOpen: @Sendable (ClientConnection, WebSocketOpenInfo) -> Void = { _, _ in }
     var onMessage: @Sendable (ClientConnection, ByteBuffer, MessageKind) -> Void = { _, _, _ in }
+    var onClose: @Sendable (ClientConnection, CloseInfo) -> Void = { _, _ in }
 }
 
 /// Records every delegate call and finishes when the connection is over.
@@ -57,6 +58,7 @@ final class RecordingDelegate: ClientConnectionDelegate {
 
     func connection(_ c: ClientConnection, didClose info: CloseInfo) {
         self.events.append(.close(info))
+        self.script.onClose(c, info)
         // Let stray late events (there must be none) show up before the test looks.
         c.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(50)) { self.done.succeed(self.events) }
     }
