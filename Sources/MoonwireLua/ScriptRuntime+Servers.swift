@@ -58,9 +58,9 @@ extension ScriptRuntime {
     static let peerMethods = LuaFunctions<ScriptRuntime>.methods(of: "peer", [
         LuaFunction("send", wrapped: true) { rt, args in
             let p = try rt.peer(args)
-            let (buffer, kind) = try args.message(at: 1, kindAt: 2, json: p.jsonCodec)
+            let sent = try args.withMessage(at: 1, kindAt: 2, json: p.jsonCodec) { bytes, kind in try? p.peer.send(bytes: bytes, kind: kind) }
             let refusal: String
-            switch try? p.peer.send(buffer, kind: kind) {
+            switch sent {
             case .sent?, .queued?, .dropped?:
                 args.lua.push(true)
                 return 1

@@ -106,6 +106,17 @@ public final class ServerPeer {
         return offer
     }
 
+    /// ``send(_:kind:)`` for bytes valid only for the call (a Lua string's): written straight
+    /// from them when the socket can take the message now, copied only when it must wait
+    /// (the one way a client connection's sends go too).
+    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) -> OutboundBuffer.Offer {
+        guard self.isOpen else { throw UsageError("peer is not connected") }
+        let offer = self.outbound.offer(bytes: bytes, kind: kind)
+        if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
+        if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
+        return offer
+    }
+
     /// Offers a message already encoded for this kind of server (a broadcast's buffer).
     func offerEncoded(_ frame: ByteBuffer, kind: MessageKind, payloadSize: Int) -> OutboundBuffer.Offer {
         self.offer(OutboundMessage(frame: frame, kind: kind, payloadSize: payloadSize))
