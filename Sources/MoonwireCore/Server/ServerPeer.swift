@@ -100,19 +100,23 @@ public final class ServerPeer {
     /// the peer is not open (or its transport cannot carry the message).
     @discardableResult
     public func send(_ data: ByteBuffer, kind: MessageKind = .text) throws(UsageError) -> OutboundBuffer.Offer {
-        guard self.isOpen else { throw UsageError("peer is not connected") }
-        let offer = self.offer(OutboundMessage(data, kind: kind))
-        if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
-        return offer
+        try self.sendIfOpen { self.offer(OutboundMessage(data, kind: kind)) }
     }
 
     /// ``send(_:kind:)`` for bytes valid only for the call (a Lua string's): written straight
     /// from them when the socket can take the message now, copied only when it must wait
     /// (the one way a client connection's sends go too).
     public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) -> OutboundBuffer.Offer {
+        try self.sendIfOpen {
+            let offer = self.outbound.offer(bytes: bytes, kind: kind)
+            if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
+            return offer
+        }
+    }
+
+    private func sendIfOpen(_ offer: () -> OutboundBuffer.Offer) throws(UsageError) -> OutboundBuffer.Offer {
         guard self.isOpen else { throw UsageError("peer is not connected") }
-        let offer = self.outbound.offer(bytes: bytes, kind: kind)
-        if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
+        let offer = offer()
         if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
         return offer
     }
