@@ -302,7 +302,7 @@ public final class OutboundBuffer {
         self.offer(
             size: message.size, direct: direct,
             write: { link throws(UsageError) in try link.write(message) },
-            message: { _ in message }, merges: false, merge: { _, _ in false }
+            message: { _ in message }, merge: { _, _ in false }
         )
     }
 
@@ -316,13 +316,13 @@ public final class OutboundBuffer {
             direct: direct,
             write: { link throws(UsageError) in try link.write(bytes: bytes, kind: kind) },
             message: { link in link?.queuedMessage(bytes: bytes, kind: kind) ?? OutboundMessage(ByteBuffer(bytes: bytes), kind: kind) },
-            merges: true, merge: { link, last in link?.mergeQueued(bytes: bytes, kind: kind, into: &last) ?? false }
+            merge: { link, last in link?.mergeQueued(bytes: bytes, kind: kind, into: &last) ?? false }
         )
     }
 
     private func offer(
         size: Int, direct: Bool, write: (OutboundLink) throws(UsageError) -> Void,
-        message: (OutboundLink?) -> OutboundMessage, merges: Bool, merge: (OutboundLink?, inout OutboundMessage) -> Bool
+        message: (OutboundLink?) -> OutboundMessage, merge: (OutboundLink?, inout OutboundMessage) -> Bool
     ) -> Offer {
         if self.lastRefusal != nil { self.lastRefusal = nil }
         self.refusedByPool = false
@@ -379,7 +379,7 @@ public final class OutboundBuffer {
         }
         // The closures get the link as an argument: capturing `self` would retain this buffer per message.
         let link = self.link
-        let merged = merges && self.queue.mergeIntoLast(size: size, alsoBuffered: bound) { merge(link, &$0) }
+        let merged = self.queue.mergeIntoLast(size: size, alsoBuffered: bound) { merge(link, &$0) }
         let result = merged ? .queued : self.queue.enqueue(message(link), size: size, alsoBuffered: bound)
         self.recharge()
         switch result {
