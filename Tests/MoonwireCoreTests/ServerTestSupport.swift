@@ -46,8 +46,11 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
         try await self.loop.submit(body).get()
     }
 
-    /// Polls `condition` on the loop until it holds, or fails after `timeout` seconds.
-    func wait(_ what: String, timeout: Double = 5, until condition: @escaping @Sendable (TestServer) -> Bool) async throws {
+    /// Polls `condition` on the loop until it holds, or fails after `timeout` seconds. The
+    /// bound only catches an event that never comes: with the whole suite running on 2
+    /// CPUs, a test's task and the loops it shares can wait seconds for their turn (a
+    /// good upgrade once took longer than 5 s there).
+    func wait(_ what: String, timeout: Double = 30, until condition: @escaping @Sendable (TestServer) -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         while try await !self.onLoop({ condition(self) }) {
             if Date() > deadline { throw PeerError(message: "timed out waiting for \(what)") }
