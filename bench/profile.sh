@@ -87,7 +87,7 @@ client() { # N, then the tool's command line
         wait "$pid" || true
     else
         "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
-            --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 > "$work/client.out"
+            --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 --stats 0 > "$work/client.out"
     fi
     grep -q '"ok":true' "$work/client.out" || { echo "profile: client failed: $(cat "$work/client.out")" >&2; exit 1; }
 }

@@ -270,8 +270,12 @@ end
 
 local raw_send = methods.send
 function methods.send(self, data, kind)
-  local st = state_of(self, "c:send")
-  return raw_send(self, encode_message(st, data, "c:send"), kind or st.kind)
+  -- The hot path: no call to state_of or encode_message for a message that needs
+  -- neither (two Lua calls, about 4 % of a pipelined message's instructions).
+  local st = conns[self] or state_of(self, "c:send")
+  local codec = st.codec
+  if codec and not codec.native then data = encode_message(st, data, "c:send") end
+  return raw_send(self, data, kind or st.kind)
 end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until

@@ -53,7 +53,11 @@ end
 
 local raw_peer_send = peer_methods.send
 function peer_methods.send(self, data, kind)
-  return raw_peer_send(self, encode_message(servers[server_of_peer[self]], data, "peer:send"), kind)
+  -- As c:send: encode_message only for a codec that encodes in Lua.
+  local st = servers[server_of_peer[self]]
+  local codec = st and st.codec
+  if codec and not codec.native then data = encode_message(st, data, "peer:send") end
+  return raw_peer_send(self, data, kind)
 end
 
 -- A peer's own Lua state: its on_drain handlers and the coroutines in drain().
