@@ -9,7 +9,7 @@ import NIOPosix
 /// ```swift
 /// // channelRead:          flushes.readStarted()
 /// // channelReadComplete:  if flushes.readEnded() { context.flush() }
-/// // after a write:        flushes.wrote(self, loop: context.eventLoop)
+/// // after a write:        flushes.wrote(self, loop: context.eventLoop)  (read only when needed)
 /// // flushAtEndOfTick():   flushes.scheduledFlushRuns(); flush()
 /// ```
 struct FlushBatching {
@@ -32,14 +32,16 @@ struct FlushBatching {
 
     /// After a write: has `handler` flushed at the end of this loop tick, unless a flush
     /// is due already (the read's, or one asked for before).
-    mutating func wrote(_ handler: some EndOfTickFlushing, loop: EventLoop) {
+    /// (`loop` is an autoclosure: `context.eventLoop` costs a retain and a release of the
+    /// loop, and is needed once per connection.)
+    mutating func wrote(_ handler: some EndOfTickFlushing, loop: @autoclosure () -> EventLoop) {
         if self.reading {
             self.pendingAfterRead = true
             return
         }
         if self.scheduled { return }
         self.scheduled = true
-        if self.flusher == nil { self.flusher = EndOfTickFlusher.shared(on: loop) }
+        if self.flusher == nil { self.flusher = EndOfTickFlusher.shared(on: loop()) }
         self.flusher?.add(handler)
     }
 
@@ -77,6 +79,14 @@ final class ChannelOutbound {
     private var gathered: ByteBuffer?
     /// The connection's send budget, while attached to this handler's channel.
     weak var budget: OutboundBuffer?
+    /// The channel's allocator, read once by ``added(_:)``: `context.channel.allocator`
+    /// costs a witness call and a retain and release of the channel, on every message.
+    private(set) var allocator = ByteBufferAllocator()
+
+    /// At handlerAdded.
+    func added(_ context: ChannelHandlerContext) {
+        self.allocator = context.channel.allocator
+    }
 
     /// Bytes of the small frames not handed to the channel yet (not in its buffered bytes).
     var gatheredBytes: Int { self.gathered?.readableBytes ?? 0 }
@@ -103,11 +113,11 @@ final class ChannelOutbound {
 
     /// The gathered buffer to append one more small frame to (a new one of `capacity`
     /// bytes when there is none); give it back with ``gathered(_:context:flusher:)``.
-    func takeGathered(capacity: Int, allocator: ByteBufferAllocator) -> ByteBuffer {
-        self.gathered.take() ?? allocator.buffer(capacity: capacity)
+    func takeGathered(capacity: Int) -> ByteBuffer {
+        self.gathered.take() ?? self.allocator.buffer(capacity: capacity)
     }
 
-    /// Keeps `buffer` (from ``takeGathered(capacity:allocator:)``) for more small frames, or
+    /// Keeps `buffer` (from ``takeGathered(capacity:)``) for more small frames, or
     /// writes it once it holds ``gatherBufferLimit`` bytes; flushed like any write.
     func gathered(_ buffer: ByteBuffer, context: ChannelHandlerContext, flusher: some EndOfTickFlushing) {
         if buffer.readableBytes >= Self.gatherBufferLimit {

@@ -55,6 +55,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.outbound.added(context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -134,7 +135,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Frames and writes one message.
     func send(_ message: ByteBuffer) throws(UsageError) {
         guard let context = self.context, self.ending == nil else { throw UsageError("connection is not open") }
-        self.write(try self.encoder.encode(message, allocator: context.channel.allocator))
+        self.write(try self.encoder.encode(message, allocator: self.outbound.allocator))
     }
 
     /// Writes bytes already framed (a broadcast's shared buffer, or raw bytes).

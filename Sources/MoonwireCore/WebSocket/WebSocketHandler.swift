@@ -80,6 +80,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.outbound.added(context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -120,7 +121,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
             case .ping(let payload):
                 self.owner?.handlerReceivedPing()
                 if case .open = self.closing.state {
-                    self.write(self.encoder.frame(.pong, payload: payload, allocator: context.channel.allocator))
+                    self.write(self.encoder.frame(.pong, payload: payload, allocator: self.outbound.allocator))
                 }
             case .pong(let payload):
                 self.owner?.handlerReceivedPong(payload)
@@ -169,7 +170,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// Sends a whole message, compressed and fragmented as configured.
     func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
         let context = try self.contextForMessage()
-        let allocator = context.channel.allocator
+        let allocator = self.outbound.allocator
         if let deflate = self.deflate, deflate.shouldCompress(data.readableBytes) {
             var compressed = try Self.compress(data, deflate: deflate, isFinal: true, allocator: allocator)
             if let size = self.fragmentSize, compressed.readableBytes > size {
@@ -196,12 +197,10 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
             return try self.send(ByteBuffer(bytes: bytes), kind: kind)
         }
         guard bytes.count <= Self.gatherMessageLimit else {
-            self.write(self.encoder.frame(kind.opcode, payload: bytes, allocator: context.channel.allocator))
+            self.write(self.encoder.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator))
             return
         }
-        var gathered = self.outbound.takeGathered(
-            capacity: max(512, WebSocketFrameEncoder.maxHeaderSize + bytes.count), allocator: context.channel.allocator
-        )
+        var gathered = self.outbound.takeGathered(capacity: max(512, WebSocketFrameEncoder.maxHeaderSize + bytes.count))
         self.encoder.append(kind.opcode, payload: bytes, to: &gathered)
         self.outbound.gathered(gathered, context: context, flusher: self)
     }
@@ -218,7 +217,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// later connection too, with or without permessage-deflate.
     func frame(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> ByteBuffer? {
         guard let context = self.context, self.goesAsOnePlainFrame(bytes.count) else { return nil }
-        return self.encoder.frame(kind.opcode, payload: bytes, allocator: context.channel.allocator)
+        return self.encoder.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator)
     }
 
     /// Adds a frame made now from `bytes` at the end of `frames` (made by
@@ -253,11 +252,11 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
         self.outboundMessage = isFinal ? nil : (kind, compressed)
         let opcode = first ? kind.opcode : .continuation
         if compressed, let deflate = self.deflate {
-            var payload = try Self.compress(data, deflate: deflate, isFinal: isFinal, allocator: context.channel.allocator)
+            var payload = try Self.compress(data, deflate: deflate, isFinal: isFinal, allocator: self.outbound.allocator)
             self.encoder.frameInPlace(opcode, fin: isFinal, rsv1: first, buffer: &payload)
             self.write(payload)
         } else {
-            self.write(self.encoder.frame(opcode, fin: isFinal, payload: data, allocator: context.channel.allocator))
+            self.write(self.encoder.frame(opcode, fin: isFinal, payload: data, allocator: self.outbound.allocator))
         }
     }
 
@@ -272,7 +271,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
         } catch {
             throw UsageError(error)
         }
-        self.write(self.encoder.frame(.ping, payload: ping.payload, allocator: context.channel.allocator))
+        self.write(self.encoder.frame(.ping, payload: ping.payload, allocator: self.outbound.allocator))
     }
 
     /// Starts the close handshake; nothing when it has started already.
@@ -383,7 +382,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     private func writeClose(code: UInt16?, reason: String) {
         guard let context = self.context else { return }
         let close = code.map { WebSocketClose(checked: $0, reason: reason) }
-        self.write(self.encoder.frame(close, allocator: context.channel.allocator))
+        self.write(self.encoder.frame(close, allocator: self.outbound.allocator))
     }
 
     /// The close frames are exchanged, or a server failed the connection: a server ends
