@@ -34,7 +34,7 @@ extension ScriptRuntime {
             if let c = args.lua.object(at: args.index(1), class: LuaConnection.className, as: LuaConnection.self) {
                 c.connection.answerProbe(reply, kind: kind)
             } else if let p = args.lua.object(at: args.index(1), class: LuaPeer.className, as: LuaPeer.self) {
-                try p.peer.answerProbe(reply, kind: kind)
+                p.peer.answerProbe(reply, kind: kind)
             } else {
                 throw args.typeError(1, expected: "peer")
             }

@@ -95,7 +95,7 @@ public final class ReplayServer: MessageServerDelegate {
             let deadline = max(now + delay(from: start, to: reply.time), state.lastDeadline)
             state.lastDeadline = deadline
             state.tasks.append(loop.scheduleTask(deadline: deadline) { [weak peer] in
-                try? peer?.send(ByteBuffer(bytes: reply.data), kind: reply.kind)
+                _ = try? peer?.send(ByteBuffer(bytes: reply.data), kind: reply.kind)
             })
         }
         closeIfDone(peer, state: state, loop: loop, after: exchange.replies.last?.time ?? start)

@@ -134,7 +134,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     /// Frames and writes one message.
     func send(_ message: ByteBuffer) throws(UsageError) {
-        guard let context = self.context, self.ending == nil else { throw UsageError("connection is not open") }
+        guard self.context != nil, self.ending == nil else { throw UsageError("connection is not open") }
         self.write(try self.encoder.encode(message, allocator: self.outbound.allocator))
     }
 

@@ -169,7 +169,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
 
     /// Sends a whole message, compressed and fragmented as configured.
     func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
-        let context = try self.contextForMessage()
+        try self.checkMessageCanGo()
         let allocator = self.outbound.allocator
         if let deflate = self.deflate, deflate.shouldCompress(data.readableBytes) {
             var compressed = try Self.compress(data, deflate: deflate, isFinal: true, allocator: allocator)
@@ -216,7 +216,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// depend on the connection that sends it). An uncompressed frame is valid on any
     /// later connection too, with or without permessage-deflate.
     func frame(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> ByteBuffer? {
-        guard let context = self.context, self.goesAsOnePlainFrame(bytes.count) else { return nil }
+        guard self.context != nil, self.goesAsOnePlainFrame(bytes.count) else { return nil }
         return self.encoder.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator)
     }
 
@@ -235,13 +235,13 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// Writes finished frames as they are: made by ``frame(bytes:kind:)`` and
     /// ``appendFrame(bytes:kind:to:)``, or a server's broadcast, one buffer for every peer.
     func sendFrame(_ frame: ByteBuffer) throws(UsageError) {
-        _ = try self.contextForMessage()
+        try self.checkMessageCanGo()
         self.write(frame)
     }
 
     /// Sends one fragment of a message whose size the caller does not know up front.
     func sendFragment(_ data: ByteBuffer, kind: MessageKind, isFinal: Bool) throws(UsageError) {
-        guard let context = self.context, case .open = self.closing.state else {
+        guard self.context != nil, case .open = self.closing.state else {
             throw UsageError("connection is not open")
         }
         let first = self.outboundMessage == nil
@@ -262,7 +262,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
 
     /// Sends a ping (at most 125 bytes of payload).
     func ping(_ payload: ByteBuffer) throws(UsageError) {
-        guard let context = self.context, case .open = self.closing.state else {
+        guard self.context != nil, case .open = self.closing.state else {
             throw UsageError("connection is not open")
         }
         let ping: WebSocketPing
@@ -289,15 +289,14 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
         self.context?.close(reset: reset)
     }
 
-    /// The context, when a message may be sent now.
-    private func contextForMessage() throws(UsageError) -> ChannelHandlerContext {
-        guard let context = self.context, case .open = self.closing.state else {
+    /// Throws unless a whole message may be sent now.
+    private func checkMessageCanGo() throws(UsageError) {
+        guard self.context != nil, case .open = self.closing.state else {
             throw UsageError("connection is not open")
         }
         guard self.outboundMessage == nil else {
             throw UsageError("a fragmented message is being sent; finish it first")
         }
-        return context
     }
 
     private static func compress(
@@ -380,7 +379,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// A close frame with `code` and `reason` (none when `code` is nil): ours, which
     /// ``WebSocketClose`` checked, or the echo of the peer's, which the parser checked.
     private func writeClose(code: UInt16?, reason: String) {
-        guard let context = self.context else { return }
+        guard self.context != nil else { return }
         let close = code.map { WebSocketClose(checked: $0, reason: reason) }
         self.write(self.encoder.frame(close, allocator: self.outbound.allocator))
     }
