@@ -46,14 +46,21 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
         try await self.loop.submit(body).get()
     }
 
-    /// Polls `condition` on the loop until it holds, or fails after `timeout` seconds. The
-    /// bound only catches an event that never comes: with the whole suite running on 2
-    /// CPUs, a test's task and the loops it shares can wait seconds for their turn (a
-    /// good upgrade once took longer than 5 s there).
+    /// Polls `condition` on the loop until it holds, or fails when it still does not hold
+    /// `timeout` seconds after the call. The bound only catches an event that never comes:
+    /// with the whole suite running on 2 CPUs, a test's task and the loops it shares can
+    /// wait seconds for their turn (a good upgrade once took longer than 5 s there).
+    /// The condition and the clock are read together on the loop: the test's task can
+    /// wait for a thread of the pool (2 here, which other tests block in socket reads and
+    /// child processes) longer than the bound, and an answer taken before that wait must
+    /// not be judged by the clock after it (a peer connected long before once failed
+    /// "timed out waiting for peer 2" that way).
     func wait(_ what: String, timeout: Double = 30, until condition: @escaping @Sendable (TestServer) -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
-        while try await !self.onLoop({ condition(self) }) {
-            if Date() > deadline { throw PeerError(message: "timed out waiting for \(what)") }
+        while true {
+            let (holds, late) = try await self.onLoop { (condition(self), Date() > deadline) }
+            if holds { return }
+            if late { throw PeerError(message: "timed out waiting for \(what)") }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
     }
