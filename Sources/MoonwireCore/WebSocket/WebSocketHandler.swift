@@ -99,6 +99,12 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
 
     // MARK: Inbound
 
+    // The pipeline calls a handler through its protocol witness, which for a generic class
+    // is the unspecialized code: `Owner`'s methods through its witness table, NIOAny
+    // unwrapped by a dynamic cast. These specializations are entered from it on a check of
+    // `Owner`.
+    @_specialize(exported: false, where Owner == ClientConnection)
+    @_specialize(exported: false, where Owner == ServerPeer)
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = self.unwrapInboundIn(data)
         self.outbound.readStarted()
