@@ -87,6 +87,8 @@ struct mw_guard {
     size_t small_kept;
     /* The metatables of the classes mw_testudata has checked, by name. */
     struct { char name[32]; const void *metatable; } classes[MW_CLASSES];
+    /* Registry references of mw_push_constant's strings (0: not made yet). */
+    int constants[MW_CONSTANT_SLOTS];
     /* The watchdog thread (started on first need) and what wakes it. */
     pthread_mutex_t mu;
     pthread_cond_t wake;
@@ -582,6 +584,15 @@ static void wake_watchdog(mw_guard *g, int start) {
     }
     pthread_cond_signal(&g->wake);
     pthread_mutex_unlock(&g->mu);
+}
+
+void mw_push_constant(lua_State *L, int slot, const char *s, size_t len) {
+    mw_guard *g = mw_guard_of(L);
+    if (g->constants[slot] == 0) {
+        lua_pushlstring(L, s, len);
+        g->constants[slot] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->constants[slot]);
 }
 
 lua_State *mw_newstate(void) {

@@ -98,7 +98,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     func managedConnection(_ connection: ManagedConnection, isHeartbeatReply message: ByteBuffer, kind: MessageKind) -> Bool {
         let answer = runtime?.dispatchReturning(.heartbeatReply, for: self) { lua in
             message.withUnsafeReadableBytes { lua.push(bytes: $0) }
-            lua.push(kind.name)
+            lua.push(kind: kind)
             return 2
         }
         return answer == .boolean(true)

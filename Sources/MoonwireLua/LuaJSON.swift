@@ -5,6 +5,14 @@ import MoonwireCore
 import NIOCore
 
 extension LuaState {
+    /// A message's kind, `"text"` or `"binary"`: pushed with every message, so made
+    /// once per state and then pushed from the registry (making it again costs Lua a
+    /// hash and a lookup in its string table each time).
+    func push(kind: MessageKind) {
+        let name = kind.name
+        mw_push_constant(L, kind == .text ? 0 : 1, UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self), name.utf8CodeUnitCount)
+    }
+
     /// A received message for the prelude's message dispatchers: `message, kind`; with
     /// the JSON codec the value decoded from the buffer's bytes (no Lua string on the
     /// way), and when they do not decode `nil, kind, err, raw` (the raw message as a string).
@@ -12,7 +20,7 @@ extension LuaState {
     func pushMessage(_ message: ByteBuffer, kind: MessageKind, json: Bool) -> Int32 {
         guard json else {
             message.withUnsafeReadableBytes { push(bytes: $0) }
-            push(kind.name)
+            push(kind: kind)
             return 2
         }
         let status = message.withUnsafeReadableBytes { mw_json_decode_bytes(L, $0.baseAddress, $0.count) }
@@ -22,7 +30,7 @@ extension LuaState {
             pushNil()
             push(error)
         }
-        push(kind.name)
+        push(kind: kind)
         mw_insert(L, -2)
         if type(at: -1) == LUA_TNIL {
             pop()

@@ -111,6 +111,13 @@ static inline void mw_getmetatable_named(lua_State *L, const char *name) { luaL_
 /* luaL_testudata with the metatable of each class name looked up once per state. */
 void *mw_testudata(lua_State *L, int idx, const char *tname);
 
+/* Pushes a constant string the host pushes often (a message's kind on every
+ * message): made and interned once per state, kept in the registry, and pushed
+ * from there after that. `slot` (0 to MW_CONSTANT_SLOTS - 1) names the string
+ * for the state; the same slot must always be given the same bytes. */
+#define MW_CONSTANT_SLOTS 4
+void mw_push_constant(lua_State *L, int slot, const char *s, size_t len);
+
 /* Process-wide allocator settings for message-sized buffers (see MemoryTuning in
  * the CLI): heap instead of mmap up to mmap_threshold, keep up to trim_threshold
  * of free memory. */
