@@ -8,7 +8,7 @@ by N cancels start-up and teardown. Per message it reports:
   client   user and system CPU of the client (getrusage of the child)
   server   user and system CPU of the echo server (/proc/PID/stat)
   other    wall minus those four: time no one of the two ran (cross-CPU wake-ups)
-           or another process did
+           or another process did; negative unpinned, where the two run at once
   csw      context switches per 1000 messages: the client's voluntary ones (it blocked
            waiting) and the server's involuntary ones (it was preempted)
 Repeated REPEAT times; the table shows medians. Pinned (PIN_CPU, default 1): client
