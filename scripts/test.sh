@@ -28,6 +28,10 @@ echo "== moonwire run examples/load_vus.lua (one second: each VU's connection cl
 echo "== swift test" >&2
 swift test --skip-build
 
+# The protocol modules against their real servers (scripts/protocols/*.sh).
+echo "== protocol modules against real servers" >&2
+MOONWIRE_BIN="$bin" scripts/protocol_tests.sh
+
 if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
     # Autobahn|Testsuite, CI set (groups 1-7 and 10, ~10 s once the suite is
     # installed): fails on any FAILED case. The full run: scripts/autobahn.sh --all.

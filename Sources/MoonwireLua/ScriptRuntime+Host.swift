@@ -54,6 +54,15 @@ extension ScriptRuntime {
             return 1
         },
         LuaFunction("unbase64") { _, args in try args.decode(BinaryText.unbase64) },
+        // The prelude's searcher for the modules shipped in the binary: source and chunk
+        // name, or nothing.
+        LuaFunction("bundled_module", shownAs: "require") { _, args in
+            let name = try args.string(1)
+            guard let source = BundledModules.sources[name] else { return 0 }
+            args.lua.push(source)
+            args.lua.push(BundledModules.chunkName(name))
+            return 2
+        },
     ])
 
     func exit(_ args: LuaArguments) throws -> Int32 {

@@ -7,6 +7,16 @@ local abandoned, waiting_in = prelude.abandoned, prelude.waiting_in
 local events, conns, server_events, servers = prelude.events, prelude.conns, prelude.server_events, prelude.servers
 
 package.loaded.moonwire = mw
+-- The modules shipped in the binary (require "moonwire.mqtt"): searched right after
+-- package.preload, before package.path.
+local bundled_module = host.bundled_module
+table.insert(package.searchers, 2, function(name)
+  local source, chunk = bundled_module(name)
+  if not source then return "\n\tno module '" .. name .. "' shipped in moonwire" end
+  local f, err = load(source, chunk, "t")
+  if not f then error(err, 0) end
+  return f, chunk:sub(2)
+end)
 mw._VERSION = host.version
 mw.worker = host.worker
 mw.workers = host.workers
