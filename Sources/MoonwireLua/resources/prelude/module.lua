@@ -12,7 +12,7 @@ package.loaded.moonwire = mw
 local bundled_module = host.bundled_module
 table.insert(package.searchers, 2, function(name)
   local source, chunk = bundled_module(name)
-  if not source then return "\n\tno module '" .. name .. "' shipped in moonwire" end
+  if not source then return "no module '" .. name .. "' shipped in moonwire" end
   local f, err = load(source, chunk, "t")
   if not f then error(err, 0) end
   return f, chunk:sub(2)
