@@ -177,6 +177,9 @@ import Testing
                 _ = clock.scheduleTask(on: loop, in: .seconds(4)) { done.succeed(()) }
             }
         }.wait()
+        // A lost event fails the test after 30 s of real time instead of hanging it.
+        let deadline = loop.scheduleTask(in: .seconds(30)) { done.fail(ChannelError.connectTimeout(.seconds(30))) }
+        defer { deadline.cancel() }
         try done.futureResult.wait()
         let lines: [String] = log.withLockedValue { Array($0) }
         #expect(lines == [

@@ -7,7 +7,7 @@ import Testing
 /// and how long `c:request` and `c:expect` waited.
 @Suite struct RunMetricsTests {
     static func statistics(_ harness: ScriptHarness) throws -> [String: MetricStatistics] {
-        let snapshot = try harness.runtime.eventLoop.submit { [runtime = harness.runtime] in runtime.metricsSnapshot() }.wait()
+        let snapshot = try ScriptHarness.bounded(harness.runtime.eventLoop.submit { [runtime = harness.runtime] in runtime.metricsSnapshot() })
         return Dictionary(uniqueKeysWithValues: snapshot.statistics().map { ($0.key.display, $0) })
     }
 

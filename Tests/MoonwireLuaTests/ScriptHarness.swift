@@ -40,27 +40,37 @@ final class ScriptHarness: @unchecked Sendable {
     /// `deadline` seconds fails the test instead of hanging it.
     @discardableResult
     func run(_ source: String, name: String = "test.lua", arguments: [String] = [], deadline: Int64 = 60) throws -> Int32 {
-        let loop = runtime.eventLoop
-        let bounded = loop.makePromise(of: Int32.self)
-        let timer = loop.scheduleTask(in: .seconds(deadline)) { bounded.fail(HarnessTimeout(seconds: deadline)) }
-        defer { timer.cancel() }
-        runtime.run(source: source, chunkName: name, arguments: arguments).cascade(to: bounded)
-        return try bounded.futureResult.wait()
+        try Self.bounded(runtime.run(source: source, chunkName: name, arguments: arguments), seconds: deadline)
     }
 
     /// A global of the script, copied into Swift.
     func global(_ name: String) throws -> LuaValue {
-        try runtime.eventLoop.submit { [runtime] in
+        try Self.bounded(runtime.eventLoop.submit { [runtime] in
             let lua = runtime.lua
             lua.getGlobal(name)
             defer { lua.pop() }
             return try lua.value(at: -1)
-        }.wait()
+        })
     }
 
     /// Runs `body` on the loop with the main stack.
     func onLoop<T>(_ body: @escaping (LuaState) throws -> T) throws -> T {
-        try runtime.eventLoop.submit { [runtime] in try body(runtime.lua) }.wait()
+        try Self.bounded(runtime.eventLoop.submit { [runtime] in try body(runtime.lua) })
+    }
+
+    /// The deadlines' own loop: a callback spinning on the script's loop (what the
+    /// watchdog tests provoke) cannot hold back the timer that fails the test.
+    private static let deadlines = MultiThreadedEventLoopGroup(numberOfThreads: 1).next()
+
+    /// Waits for `future` at most `seconds`, then fails with HarnessTimeout.
+    static func bounded<T>(_ future: EventLoopFuture<T>, seconds: Int64 = 60) throws -> T {
+        let result = deadlines.makePromise(of: T.self)
+        let timer = deadlines.scheduleTask(in: .seconds(seconds)) { result.fail(HarnessTimeout(seconds: seconds)) }
+        future.whenComplete { outcome in
+            timer.cancel()
+            result.completeWith(outcome)
+        }
+        return try result.futureResult.wait()
     }
 }
 

@@ -33,13 +33,31 @@ import Testing
 
     /// Each chart's title and how many points it draws: coordinates in its
     /// lines, bars in its bar charts. A chart with a line of no point counts 0.
+    /// The points of a line's `d` ("M x,y L x,y ..."): each must be a pair of finite
+    /// numbers inside the plot box (left top width height), else the line counts as none.
+    static func plotted(_ d: String, box: [Double]) -> Int {
+        guard box.count == 4 else { return 0 }
+        let slack = 0.5
+        var count = 0
+        for command in d.split(whereSeparator: { $0 == "M" || $0 == "L" }) {
+            let pair = command.prefix { $0 != "h" }.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard pair.count == 2, let x = pair[0], let y = pair[1], x.isFinite, y.isFinite,
+                  x >= box[0] - slack, x <= box[0] + box[2] + slack, y >= box[1] - slack, y <= box[1] + box[3] + slack
+            else { return 0 }
+            count += 1
+        }
+        return count
+    }
+
     static func charts(_ dom: String) -> [(title: String, points: Int)] {
         dom.components(separatedBy: "<figure class=\"panel\">").dropFirst().map { figure in
             let title = figure.components(separatedBy: "<figcaption>").dropFirst().first?.components(separatedBy: "</figcaption>").first ?? "?"
             let svg = figure.components(separatedBy: "</svg>").first ?? ""
+            let box = (svg.components(separatedBy: "data-box=\"").dropFirst().first?.components(separatedBy: "\"").first ?? "")
+                .split(separator: " ").compactMap { Double($0) }
             let lines = svg.components(separatedBy: "<path class=\"line").dropFirst().map { path -> Int in
                 let d = path.components(separatedBy: " d=\"").dropFirst().first?.components(separatedBy: "\"").first ?? ""
-                return d.filter { $0 == "M" || $0 == "L" }.count
+                return plotted(d, box: box)
             }
             let bars = svg.components(separatedBy: "<rect class=\"bar").count - 1
             return (title, lines.contains(0) ? 0 : lines.reduce(0, +) + bars)
@@ -121,10 +139,13 @@ import Testing
             """)
         let (process, out, _) = CommandRunner.process(["run", "--metrics-jsonl", jsonl, script, jsonl])
         try process.run()
+        // A script that never says "ready" is killed, which ends the read below.
+        let watch = ProcessDeadline(process, seconds: 60)
         let ready = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
         #expect(ready.contains("ready"))
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+        watch.check("the forever.lua run before it said ready")
         let full = try Data(contentsOf: URL(fileURLWithPath: jsonl))
         let firstTwo = full.split(separator: 0x0A).prefix(2)
         // The cut a kill in the middle of a write leaves: half a line, no newline.
