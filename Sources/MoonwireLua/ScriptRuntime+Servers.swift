@@ -152,6 +152,7 @@ extension ScriptRuntime {
         if let b = try t.boolean("compress") { options.compress = b }
         if let s = try t.seconds("close_timeout") { options.closeTimeout = .seconds(s) }
         if let s = try t.seconds("handshake_timeout") { options.handshakeTimeout = .seconds(s) }
+        if let n = try t.integer("backlog", min: 1) { options.backlog = Int32(clamping: n) }
         if let tls = try ConnectOptions.tls(&t) { options.tls = tls }
         if let queue = try ConnectOptions.queue(&t) {
             (options.queueLimit, options.queueBytes, options.overflow) = queue

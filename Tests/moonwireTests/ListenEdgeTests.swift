@@ -61,6 +61,32 @@ struct ListenEdgeTests {
         #expect(fields.first != "100")
     }
 
+    /// A listening socket's accept queue is the system's maximum unless `backlog` says
+    /// otherwise (the kernel shows it as Send-Q of a listening socket); 0 is refused.
+    @Test func listenBacklogIsTheSystemMaximumUnlessGiven() throws {
+        let script = try CommandRunner.script("backlog.lua", """
+            local function queue(server)
+              local port = server:url():match(":(%d+)/?$")
+              local ss = io.popen("ss -ltnH 'sport = :" .. port .. "'")
+              local line = ss:read("l")
+              ss:close()
+              return line:match("^%S+%s+%d+%s+(%d+)")
+            end
+            local default = assert(mw.listen("ws://127.0.0.1:0/"))
+            local small = assert(mw.listen("tcp://127.0.0.1:0", { backlog = 17 }))
+            print(queue(default), queue(small))
+            print(pcall(mw.listen, "ws://127.0.0.1:0/", { backlog = 0 }))
+            default:close() small:close()
+            """)
+        let r = try CommandRunner.run("run", script)
+        #expect(r.status == 0, "\(r.stderr)")
+        let somaxconn = try String(contentsOfFile: "/proc/sys/net/core/somaxconn", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "\(somaxconn)\t17", "\(r.stdout)")
+        #expect(lines.last?.contains("backlog") == true && lines.last?.hasPrefix("false") == true, "\(r.stdout)")
+    }
+
     /// A dial refused for want of descriptors names the limit, as the server's accept does.
     @Test func aDialOutOfDescriptorsNamesTheLimit() throws {
         let script = try CommandRunner.script("many.lua", """

@@ -3,13 +3,19 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 import NIOCore
 
 /// Binds and listens synchronously, so a server knows its port (and any bind error) the
 /// moment it is created, as `mw.listen` must return `url()` and `nil, err` at once; NIO
 /// then adopts the listening socket.
 enum ListeningSocket {
-    static func open(host: String, port: Int, backlog: Int32 = 256) throws(ServerListenError) -> (handle: NIOBSDSocket.Handle, port: Int) {
+    /// `backlog`: the accept queue's length; nil asks for the system's maximum, so that a
+    /// storm of clients reconnecting at once waits in the queue instead of being turned away.
+    /// NIO calls `listen` again when it adopts the socket, with a backlog of 128 whatever
+    /// its option says: call ``restoreBacklog(_:_:)`` once it has.
+    static func open(host: String, port: Int, backlog: Int32? = nil) throws(ServerListenError) -> (handle: NIOBSDSocket.Handle, port: Int, backlog: Int32) {
+        let backlog = backlog ?? systemMaximumBacklog
         let where_ = HostPort.format(host: host, port: port)
         let address: SocketAddress
         do {
@@ -32,8 +38,25 @@ enum ListeningSocket {
             close(fd)
             throw ServerListenError("\(error) (\(where_))")
         }
-        return (fd, Self.boundPort(fd) ?? port)
+        return (fd, Self.boundPort(fd) ?? port, backlog)
     }
+
+    /// Sets the accept queue of a socket NIO has adopted back to `backlog` (a second
+    /// `listen` on a listening socket only changes its queue's length).
+    static func restoreBacklog(_ handle: NIOBSDSocket.Handle, _ backlog: Int32) {
+        _ = listen(handle, backlog)
+    }
+
+    /// Linux's `net.core.somaxconn` (a larger `listen` backlog is cut to it), else SOMAXCONN.
+    static let systemMaximumBacklog: Int32 = {
+        #if os(Linux)
+        if let text = try? String(contentsOfFile: "/proc/sys/net/core/somaxconn", encoding: .utf8),
+           let n = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), n > 0 {
+            return n
+        }
+        #endif
+        return Int32(SOMAXCONN)
+    }()
 
     private static func boundPort(_ fd: Int32) -> Int? {
         var storage = sockaddr_storage()

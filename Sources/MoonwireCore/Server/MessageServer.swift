@@ -56,7 +56,7 @@ public final class MessageServer {
             throw ServerListenError(error.message)
         }
         let sslContext = url.secure ? try options.tls.makeServerContext() : nil
-        let socket = try ListeningSocket.open(host: url.host, port: url.port)
+        let socket = try ListeningSocket.open(host: url.host, port: url.port, backlog: options.backlog)
         self.eventLoop = eventLoop
         self.options = options
         self.sslContext = sslContext
@@ -67,7 +67,7 @@ public final class MessageServer {
 
         // The bootstrap keeps the server alive while it listens: no one else has to.
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
-        ServerBootstrap(group: eventLoop, childGroup: eventLoop)
+        let adopted = ServerBootstrap(group: eventLoop, childGroup: eventLoop)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(AcceptBackoff { event in
@@ -76,6 +76,9 @@ public final class MessageServer {
                     })
                 }
             }
+            // Accepts per wake-up: NIO's default of 4 takes a reconnect storm's thousands of
+            // queued connections a few at a time, between every other read on the loop.
+            .serverChannelOption(.maxMessagesPerRead, value: ChannelTuning.acceptsPerEvent)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
             .childChannelOption(.recvAllocator, value: ChannelTuning.readAllocator)
@@ -87,6 +90,9 @@ public final class MessageServer {
                 }
             }
             .withBoundSocket(socket.handle)
+        // NIO has made its channel, and listened again with a queue of 128, before it returned.
+        ListeningSocket.restoreBacklog(socket.handle, socket.backlog)
+        adopted
             .assumeIsolated()
             .whenComplete { result in
                 switch result {

@@ -35,6 +35,9 @@ public struct MessageServerOptions: Sendable {
     /// Most bytes all header names and values of an upgrade request may take together
     /// (NIO's default, 80 KiB); a request with more gets 431.
     public var maxHeaderBytes = 80 * 1024
+    /// The listening socket's accept queue (`backlog`); nil: the system's maximum
+    /// (`net.core.somaxconn` on Linux).
+    public var backlog: Int32?
     /// The certificate (`certificateFile`, `privateKeyFile`) of `wss://` and `tls://`; with
     /// `caFile`, clients must present a certificate issued by that CA.
     public var tls: TLSOptions

@@ -25,6 +25,11 @@ enum ChannelTuning {
     /// default `tcp_rmem`).
     static let readsPerEvent: UInt = 16
 
+    /// Connections a listening socket accepts per wake-up of its loop: enough that a
+    /// reconnect storm (thousands queued at once) drains in a few turns of the loop, few
+    /// enough that the peers already connected are read in between.
+    static let acceptsPerEvent: UInt = 256
+
     /// The kernel send buffer of a loopback connection: 512 KiB asked (the kernel doubles
     /// it, 1 MiB). Linux grows a socket's send buffer with its congestion window, which
     /// on loopback never stops growing: up to `tcp_wmem`'s maximum (4 MiB), though the
