@@ -312,7 +312,7 @@ function Client:_result(op, payload)
     op.on_next(payload, op)
     return
   end
-  local q = op.results
+  local q = op.queue
   if #q >= self.buffer then
     table.remove(q, 1)
     op.dropped = op.dropped + 1
@@ -404,7 +404,7 @@ function Client:_start(fname, query, variables, opts, subscription)
   end
   self.next_id = self.next_id + 1
   local op = setmetatable({ client = self, id = tostring(self.next_id), query = query, variables = variables,
-    operation_name = opts.operation_name, subscription = subscription, results = {}, dropped = 0,
+    operation_name = opts.operation_name, subscription = subscription, queue = {}, dropped = 0,
     on_next = opts.on_next, on_error = opts.on_error, on_complete = opts.on_complete }, Subscription)
   self.ops[op.id] = op
   self.count = self.count + 1
@@ -433,7 +433,7 @@ local function one_shot(self, fname, query, variables, opts)
   if result == nil then
     if err == "timeout" then op:stop() end
     if err ~= "complete" then return nil, err end
-    result = op.results[1]
+    result = op.queue[1]
     if result == nil then return nil, "graphql: the operation completed without a result" end
   elseif not op.done then
     -- The result is in; the complete that follows finds no operation and is dropped.
@@ -459,7 +459,7 @@ end
 
 -- The next result: result, or nil, "complete" / nil, err.
 function Subscription:next(timeout)
-  local q = self.results
+  local q = self.queue
   if #q > 0 then return table.remove(q, 1) end
   if self.done then return nil, self.error or "complete" end
   local slot = new_slot()
