@@ -747,11 +747,7 @@ function Socket:disconnect()
   if self.state == "connected" and client.phase == "open" then
     client.conn:send_now(encode_packet(DISCONNECT, self.nsp))
   end
-  local was = self.state
   self:_ended("io client disconnect", false)
-  if was ~= "disconnected" then
-    for _, fn in ipairs(self.on_disconnect_handlers) do fn(self, "io client disconnect", false) end
-  end
   client:_close_if_idle()
 end
 
@@ -779,18 +775,22 @@ function Socket:stats()
   return st
 end
 
--- The socket is done (final) or waits for a reconnect.
+-- The socket is done (final) or waits for a reconnect. on_disconnect handlers
+-- run first (for a socket that was connected), then what waits is woken.
 function Socket:_ended(reason, will_reconnect)
+  local was = self.state
   if will_reconnect then
-    if self.state == "connected" then self.state = "connecting" end
-    drop_acks(self, "disconnected: " .. reason)
-    return
+    if was == "connected" then self.state = "connecting" end
+  else
+    if was ~= "refused" then self.state = "disconnected" end
+    self.final_reason = self.final_reason or reason
+    self.buffer = {}
   end
-  if self.state ~= "refused" then self.state = "disconnected" end
-  self.final_reason = self.final_reason or reason
-  self.buffer = {}
+  if was == "connected" then
+    for _, fn in ipairs(self.on_disconnect_handlers) do fn(self, reason, will_reconnect) end
+  end
   drop_acks(self, "disconnected: " .. reason)
-  wake_connect_waiters(self, nil, self.final_reason)
+  if not will_reconnect then wake_connect_waiters(self, nil, self.final_reason) end
 end
 
 function Client:_opened(info)
@@ -883,7 +883,6 @@ function Client:_namespace_packet(p, atts)
     self:_close_if_idle()
   elseif t == DISCONNECT then
     s:_ended("io server disconnect", false)
-    for _, fn in ipairs(s.on_disconnect_handlers) do fn(s, "io server disconnect", false) end
     self:_close_if_idle()
   else
     return receive_packet(s, p, atts)
@@ -932,13 +931,7 @@ function Client:_closed(code, reason, info)
     why = self.last_error and ("transport error: " .. self.last_error) or ("transport close (" .. tostring(code) .. ")")
   end
   for _, s in ipairs(self.order) do
-    if not s:_final() then
-      local was = s.state
-      s:_ended(why, info.will_reconnect)
-      if was == "connected" then
-        for _, fn in ipairs(s.on_disconnect_handlers) do fn(s, why, info.will_reconnect) end
-      end
-    end
+    if not s:_final() then s:_ended(why, info.will_reconnect) end
   end
 end
 
@@ -1131,8 +1124,8 @@ function ServerSocket:_gone(reason, notify)
   for room in pairs(self.rooms) do self:leave(room) end
   self.namespace.sockets[self.id] = nil
   self.engine.sockets[self.nsp] = nil
-  drop_acks(self, "disconnected: " .. reason)
   for _, fn in ipairs(self.on_disconnect_handlers) do fn(self, reason) end
+  drop_acks(self, "disconnected: " .. reason)
 end
 
 -- The server disconnects this socket from its namespace.
