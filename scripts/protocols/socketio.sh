@@ -67,7 +67,7 @@ start_server "$port"
 status=0; wait "$rc_pid" || status=$?
 cat "$tmp/reconnect.log"
 [ "$status" -eq 0 ] || { echo "reconnect script failed ($status)" >&2; exit 1; }
-grep -q '^rejoined / /chat$' "$tmp/reconnect.log"
-grep -q '^echo	sent while down$' "$tmp/reconnect.log"
+grep -q $'^rejoined\t/ /chat$' "$tmp/reconnect.log"
+grep -q $'^echo\tsent while down$' "$tmp/reconnect.log"
 grep -q '^done$' "$tmp/reconnect.log"
 echo "socketio: all passed in $(( $(date +%s) - start )) s" >&2

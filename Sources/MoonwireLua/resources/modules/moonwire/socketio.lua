@@ -1164,20 +1164,23 @@ function Server:_accept(peer, request)
     return
   end
   local engine = setmetatable({ peer = peer, server = self, sid = new_sid(), sockets = {}, open = true,
-    handshake = request }, Engine)
+    handshake = request, pinged = 0, ponged = 0 }, Engine)
   self.clients[peer] = engine
   peer:send("0" .. json.encode({ sid = engine.sid, upgrades = json.array(), pingInterval = math.floor(self.ping_interval * 1000),
     pingTimeout = math.floor(self.ping_timeout * 1000), maxPayload = math.floor(self.max_payload) }), "text")
 end
 
+-- A ping to every client that answered the last one; each ping's own timer
+-- closes a client that has not answered it within ping_timeout.
 function Server:_ping_all()
   local timeout = self.ping_timeout
   for _, engine in pairs(self.clients) do
-    if not engine.ping_sent then
-      engine.ping_sent = true
+    if engine.pinged == engine.ponged then
+      local seq = engine.pinged + 1
+      engine.pinged = seq
       engine.peer:send("2", "text")
       mw.after(timeout, function()
-        if engine.ping_sent and engine.open then
+        if engine.ponged < seq and engine.open then
           mw.log.info(("socket.io server: peer %s did not answer a ping within %g s: closing"):format(tostring(engine.peer.id), timeout))
           engine.peer:close(1000, "ping timeout")
         end
@@ -1229,7 +1232,7 @@ function Server:_message(peer, msg, kind)
   if packet == nil then
     local etype = msg:sub(1, 1)
     if etype == "3" then
-      engine.ping_sent = false
+      engine.ponged = engine.pinged
       return
     elseif etype == "2" then
       peer:send("3" .. msg:sub(2), "text")
