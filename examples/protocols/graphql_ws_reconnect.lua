@@ -36,6 +36,7 @@ for result in sub:results(30) do
   end
 end
 assert(reconnected and reconnected.resubscribed == 1, "the subscription was sent again")
-print("query after the reconnect", assert(client:query("{ hello }")).hello)
+local again = assert(client:subscribe("subscription { count(to: 2) }"))
+for result in again:results(5) do print("a new subscription after the reconnect", result.data.count) end
 client:close()
 print("done")

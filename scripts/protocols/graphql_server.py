@@ -19,6 +19,9 @@ Schema:
   subscription count(to: Int!, delay: Float = 0.01): Int     -> 1..to, then complete
   subscription ticks(delay: Float = 0.2): Int                 -> 1, 2, 3, ... until stopped
   subscription failing(after: Int!): Int              -> 1..after, then an error
+  subscription token: String                          -> the connection_init payload's token, once
+On the legacy graphql-ws protocol Strawberry runs subscriptions only (a query gets
+the error "queries are not allowed").
 """
 import asyncio
 import sys
@@ -86,6 +89,11 @@ class Subscription:
         for i in range(1, after + 1):
             yield i
         raise Exception("the subscription failed on purpose")
+
+    @strawberry.subscription
+    async def token(self, info: Info) -> typing.AsyncGenerator[typing.Optional[str], None]:
+        params = info.context.get("connection_params") or {}
+        yield params.get("token")
 
 
 class View(GraphQLView):

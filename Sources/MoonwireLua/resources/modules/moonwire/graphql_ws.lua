@@ -381,9 +381,10 @@ function Client:_closed(code, reason, info)
     return
   end
   self.state, self.final_error = "closed", why
+  -- The handlers first, then what waits: a woken caller finds them done.
+  for _, fn in ipairs(self.on_error_handlers) do fn(self, why) end
   for _, op in pairs(self.ops) do finish(op, why) end
   self:_wake_ready(nil, why)
-  for _, fn in ipairs(self.on_error_handlers) do fn(self, why) end
 end
 
 -- A new operation (query, mutation or subscription).
@@ -568,6 +569,13 @@ local function server_fail(peer, st, err)
   peer:close(st.protocol == M.TRANSPORT_WS and 4400 or 1002, err:sub(1, 120))
 end
 
+-- An operation's error: graphql-transport-ws carries a list of GraphQL errors,
+-- the legacy graphql-ws one error object.
+local function send_error(peer, st, id, message)
+  local err = { message = message }
+  peer:send({ id = id, type = "error", payload = st.protocol == M.TRANSPORT_WS and json.array({ err }) or err })
+end
+
 function Server:_run(peer, st, id, payload)
   local names = st.names
   if type(payload) ~= "table" or type(payload.query) ~= "string" then
@@ -585,7 +593,7 @@ function Server:_run(peer, st, id, payload)
   name = operation_name(payload.query, name)
   local resolver = name and self.operations[name]
   if not resolver then
-    peer:send({ id = id, type = "error", payload = json.array({ { message = ("no resolver for the operation %s"):format(tostring(name)) } }) })
+    send_error(peer, st, id, ("no resolver for the operation %s"):format(tostring(name)))
     return
   end
   local ctx = { id = id, query = payload.query, operation_name = name, peer = peer, payload = st.init_payload,
@@ -602,7 +610,7 @@ function Server:_run(peer, st, id, payload)
     if ctx.cancelled then return end
     st.ops[id] = nil
     if not ok then
-      peer:send({ id = id, type = "error", payload = json.array({ { message = tostring(result) } }) })
+      send_error(peer, st, id, tostring(result))
       return
     end
     if result ~= nil then ctx.emit(result) end
