@@ -8,7 +8,7 @@
 #  3. the reconnect, once per subprotocol: examples/protocols/graphql_ws_reconnect.lua
 #     reads a subscription, the server is killed (SIGKILL) and started again on the
 #     same port, the module re-subscribes and the loop reads on.
-# Stops what it started by PID; exits 1 on any failure. About 15 s.
+# Stops what it started by PID; exits 1 on any failure. About 17 s (most of it Strawberry starting, three times).
 # usage: MOONWIRE_BIN=PATH scripts/protocols/graphql_ws.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -7,7 +7,7 @@
 #  3. the reconnect: examples/protocols/socketio_reconnect.lua joins two
 #     namespaces, the server is killed (SIGKILL) and started again on the same
 #     port, the script re-joins both and exchanges messages again.
-# Stops what it started by PID; exits 1 on any failure. About 15 s.
+# Stops what it started by PID; exits 1 on any failure. About 12 s.
 # usage: MOONWIRE_BIN=PATH scripts/protocols/socketio.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
