@@ -186,6 +186,21 @@ describe("graphql_ws mock server", function()
     end)
   end
 
+  it("closes a client that sends a malformed message and keeps serving the others", function()
+    local good = gql.connect(server:url(), { reconnect = false })
+    assert(good:wait_ready(5))
+    local raw = mw.connect(server:url(), { protocols = { "graphql-transport-ws" }, codec = "json", reconnect = false })
+    local closed
+    raw:on_close(function(_, code) closed = code end)
+    raw:send({ type = "connection_init" })
+    assert(raw:expect({ type = "connection_ack" }, 5))
+    raw:send({ type = "subscribe", payload = { query = "{ x }" } }) -- no id
+    assert.are.same({ nil, "closed" }, { raw:receive(5) })
+    assert.are.equal(4400, closed)
+    assert.are.equal(3, good:query("query Add { sum }", { a = 1, b = 2 }).sum)
+    good:close()
+  end)
+
   it("refuses connection_init as the real servers do", function()
     local client = gql.connect(server:url(), { payload = { token = "bad" }, reconnect = false })
     local ok, err = client:wait_ready(5)
