@@ -201,6 +201,22 @@ describe("graphql_ws mock server", function()
     good:close()
   end)
 
+  it("raises at the caller's line on misuse", function()
+    local client = gql.connect(server:url(), { reconnect = false })
+    assert(client:wait_ready(5))
+    assert.has_error(function() client:query(42) end, "bad argument #1 to 'client:query' (GraphQL document expected, got number)")
+    assert.has_error(function() gql.connect(url, { protocol = "mqtt" }) end,
+      'bad argument #2 to \'gql.connect\' (opts.protocol: "graphql-transport-ws" or "graphql-ws" expected, got "mqtt")')
+    assert.has_error(function() client:subscribe("subscription { x }", nil, { on_next = 1 }) end,
+      "bad argument #3 to 'client:subscribe' (opts.on_next: function expected, got number)")
+    local ok, err
+    mw.after(0, function() ok, err = pcall(client.query, client, "query Add { sum }") end)
+    mw.sleep(0.05)
+    assert.is_false(ok)
+    assert.matches("client:query: only inside a coroutine", err)
+    client:close()
+  end)
+
   it("refuses connection_init as the real servers do", function()
     local client = gql.connect(server:url(), { payload = { token = "bad" }, reconnect = false })
     local ok, err = client:wait_ready(5)

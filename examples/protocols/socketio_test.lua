@@ -163,6 +163,13 @@ describe("socket.io client against python-socketio", function()
     assert.has_error(function() sio.connect("ftp://x") end,
       'bad argument #1 to \'sio.connect\' (an http://, https://, ws:// or wss:// URL expected, got "ftp://x")')
     assert.has_error(function() sio.connect(url, { nope = 1 }) end, "bad argument #2 to 'sio.connect' (unknown option 'opts.nope')")
+    -- A callback cannot wait: call refuses, and leaves no ack behind.
+    local ok, err
+    mw.after(0, function() ok, err = pcall(s.call, s, "add", 1, 2) end)
+    mw.sleep(0.05)
+    assert.is_false(ok)
+    assert.matches("s:call: only inside a coroutine", err)
+    assert.are.equal(0, s:stats().pending_acks)
     s:close()
   end)
 end)

@@ -58,12 +58,17 @@ local function new_slot()
   return slot
 end
 
-local function wait_in(slot, fname, timeout)
+local function waiting_coroutine(fname)
   local co, main = coroutine.running()
   if main then
     misuse("%s: only inside a coroutine (the main chunk, mw.spawn or a test body); "
       .. "a callback cannot wait, start a coroutine with mw.spawn", fname)
   end
+  return co
+end
+
+local function wait_in(slot, fname, timeout)
+  local co = waiting_coroutine(fname)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
     misuse("bad argument to '%s' (timeout: seconds expected, got %s)", fname, type(timeout))
   end
@@ -423,6 +428,7 @@ end
 -- query / mutation: one result. Returns data, or nil, err [, result] (err
 -- names the GraphQL errors in words; result is the whole payload).
 local function one_shot(self, fname, query, variables, opts)
+  waiting_coroutine(fname)
   local timeout = opts and opts.timeout or self.timeout
   local op, err = self:_start(fname, query, variables, opts, false)
   if not op then return nil, err end
@@ -495,11 +501,11 @@ function Client:protocol_name() return self.protocol end
 
 -- Ends every operation and closes (connection_terminate first on graphql-ws).
 function Client:close()
-  if self.state == "ready" and self.names.terminate then
-    self.conn:send({ type = self.names.terminate })
-  end
-  for _, op in pairs(self.ops) do
-    if op.subscription and self.state == "ready" then self.conn:send({ id = op.id, type = self.names.stop }) end
+  if self.state == "ready" then
+    for _, op in pairs(self.ops) do
+      if op.subscription then self.conn:send({ id = op.id, type = self.names.stop }) end
+    end
+    if self.names.terminate then self.conn:send({ type = self.names.terminate }) end
   end
   self.conn:close()
 end

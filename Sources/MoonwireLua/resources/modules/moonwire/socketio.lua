@@ -41,12 +41,17 @@ end
 
 -- Waiting without the prelude's internals: the running coroutine yields, and
 -- wake resumes it from the event that completes the wait (or from its timer).
-local function wait_in(slot, fname, timeout)
+local function waiting_coroutine(fname)
   local co, main = coroutine.running()
   if main then
     misuse("%s: only inside a coroutine (the main chunk, mw.spawn or a test body); "
       .. "a callback cannot wait, start a coroutine with mw.spawn", fname)
   end
+  return co
+end
+
+local function wait_in(slot, fname, timeout)
+  local co = waiting_coroutine(fname)
   slot.co = co
   if timeout then
     slot.timer = mw.after(timeout, function() slot.wake(nil, "timeout") end)
@@ -438,6 +443,7 @@ end
 -- arguments (true when it had none), or nil, "timeout" / nil, err.
 local function call(s, timeout, fname, event, ...)
   check_event(event, fname)
+  waiting_coroutine(fname)
   local slot = new_slot()
   local id, err = register_ack(s, { slot = slot })
   if not id then return nil, err end
