@@ -142,7 +142,6 @@ end
 -- Socket.IO packet types.
 local CONNECT, DISCONNECT, EVENT, ACK, CONNECT_ERROR, BINARY_EVENT, BINARY_ACK = 0, 1, 2, 3, 4, 5, 6
 local TYPE_NAMES = { [0] = "CONNECT", "DISCONNECT", "EVENT", "ACK", "CONNECT_ERROR", "BINARY_EVENT", "BINARY_ACK" }
-M.packet_types = TYPE_NAMES
 
 -- Engine.IO message (type 4) carrying a Socket.IO packet:
 -- 4<type>[<attachments>-][<nsp>,][<id>][<json>]
@@ -159,8 +158,7 @@ local function encode_packet(ptype, nsp, id, data, attachments)
   return table.concat(parts)
 end
 
--- A Socket.IO packet (the text after the Engine.IO "4"), or nil and why.
--- `s` starts at `pos`.
+-- The Socket.IO packet in Engine.IO message `s` ("4..."), or nil and why.
 local function parse_packet(s)
   local ptype = s:byte(2)
   ptype = ptype and ptype - 48
@@ -195,7 +193,6 @@ local function parse_packet(s)
   end
   return p
 end
-M._parse_packet, M._encode_packet = parse_packet, encode_packet
 
 -- The data array of an EVENT or ACK as a packed list of arguments; with
 -- `event` true, the first element must be the event name.
@@ -475,7 +472,6 @@ function Events:timeout(seconds)
   local s = self
   return {
     call = function(_, event, ...) return call(s, seconds, "s:timeout():call", event, ...) end,
-    emit = function(_, ...) return s:emit(...) end,
   }
 end
 
@@ -1291,6 +1287,5 @@ function Server:_peer_closed(peer)
   for _, s in pairs(engine.sockets) do s:_gone("transport close", false) end
 end
 
-M.Socket = Socket
 
 return M
