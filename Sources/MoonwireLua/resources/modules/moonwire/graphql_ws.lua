@@ -518,7 +518,7 @@ local Server = {}
 Server.__index = Server
 
 local LISTEN_OPTIONS = {
-  operations = true, on_connect = true, protocols = true, ping_interval = true, keep_alive = true,
+  operations = true, on_connect = true, protocols = true, ping_interval = true,
   tls = true, max_message = true, queue = true, handshake_timeout = true,
 }
 
@@ -534,7 +534,7 @@ function M.listen(url, opts)
     misuse("bad argument #2 to 'gql.listen' (opts.operations: a table of resolvers by operation name expected, got %s)", type(opts.operations))
   end
   local server = setmetatable({ operations = opts.operations, on_connect = opts.on_connect, peers = {},
-    ping_interval = opts.ping_interval, keep_alive = opts.keep_alive }, Server)
+    ping_interval = opts.ping_interval }, Server)
   local listener, err = mw.listen(url, {
     codec = "json", protocols = opts.protocols or { M.TRANSPORT_WS, M.LEGACY_WS },
     tls = opts.tls, max_message = opts.max_message, queue = opts.queue, handshake_timeout = opts.handshake_timeout,
@@ -551,8 +551,8 @@ function M.listen(url, opts)
     if st then for _, ctx in pairs(st.ops) do ctx.cancelled = true end end
     server.peers[peer] = nil
   end)
-  if server.ping_interval or server.keep_alive then
-    server.timer = mw.every(server.ping_interval or server.keep_alive, function()
+  if server.ping_interval then
+    server.timer = mw.every(server.ping_interval, function()
       for peer, st in pairs(server.peers) do
         if st.acked then
           peer:send(st.protocol == M.TRANSPORT_WS and { type = "ping" } or { type = "ka" })
@@ -652,7 +652,8 @@ function Server:_message(peer, msg)
     end
     st.acked, st.init_payload = true, payload
     peer:send({ type = "connection_ack" })
-    if st.protocol == M.LEGACY_WS and self.keep_alive then peer:send({ type = "ka" }) end
+    -- subscriptions-transport-ws servers send the first ka right after the ack.
+    if st.protocol == M.LEGACY_WS and self.ping_interval then peer:send({ type = "ka" }) end
   elseif t == "ping" then
     peer:send({ type = "pong" })
   elseif t == "pong" then
