@@ -9,7 +9,12 @@ local sio = require "moonwire.socketio"
 
 local url = mw.args[1] or os.getenv("SOCKETIO_URL") or "http://127.0.0.1:8000"
 local socket = sio.connect(url, { reconnect = { initial = 0.1, max = 0.5, attempts = 100 } })
-local chat = socket:of("/chat", { auth = { token = "secret" } })
+-- auth as a function: asked again at every (re)join, so a token can be renewed.
+local auth_asked = 0
+local chat = socket:of("/chat", { auth = function()
+  auth_asked = auth_asked + 1
+  return { token = "secret" }
+end })
 
 local rejoined = {}
 for _, s in ipairs { socket, chat } do
@@ -36,6 +41,7 @@ assert(socket:emit("echo", "sent while down"))
 assert(socket:wait_connected(30))
 assert(chat:wait_connected(30))
 print("rejoined", table.concat(rejoined, " "))
+print("auth asked " .. auth_asked .. " times")
 assert(#rejoined == 2, "both namespaces re-joined")
 
 print("echo", assert(socket:expect("echo", 5)))

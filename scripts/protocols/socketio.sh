@@ -69,5 +69,6 @@ cat "$tmp/reconnect.log"
 [ "$status" -eq 0 ] || { echo "reconnect script failed ($status)" >&2; exit 1; }
 grep -q $'^rejoined\t/ /chat$' "$tmp/reconnect.log"
 grep -q $'^echo\tsent while down$' "$tmp/reconnect.log"
+grep -q '^auth asked 2 times$' "$tmp/reconnect.log"
 grep -q '^done$' "$tmp/reconnect.log"
 echo "socketio: all passed in $(( $(date +%s) - start )) s" >&2
