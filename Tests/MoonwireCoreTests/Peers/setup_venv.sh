@@ -14,4 +14,9 @@ fi
 if ! "$VENV/bin/python" -c 'import prometheus_client, kubernetes_validate' 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check 'prometheus-client>=0.20' 'kubernetes-validate>=1.30' >&2
 fi
+# scripts/protocols/graphql_ws.sh: Strawberry (a GraphQL server speaking both WebSocket
+# subprotocols) and the gql client, against moonwire's mock.
+if ! "$VENV/bin/python" -c 'import strawberry, gql' 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'strawberry-graphql[aiohttp]>=0.240' 'gql[websockets]>=3.5' >&2
+fi
 echo "$VENV/bin/python"
