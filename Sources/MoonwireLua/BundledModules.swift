@@ -4,7 +4,10 @@
 /// through a searcher the prelude puts after `package.preload` (module.lua), so a module
 /// of the same name on `package.path` does not shadow the shipped one.
 enum BundledModules {
-    static let sources: [String: [UInt8]] = [:]
+    static let sources: [String: [UInt8]] = [
+        "moonwire.socketio": PackageResources.socketio_lua,
+        "moonwire.graphql_ws": PackageResources.graphql_ws_lua,
+    ]
 
     /// The chunk name errors and tracebacks show: "@moonwire/NAME.lua", which the prelude's
     /// error reporting passes over, so an error raised in a module names the script's line.

@@ -14,8 +14,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${MOONWIRE_BIN:=$(swift build --show-bin-path)/moonwire}"
 PY=$(bash Tests/MoonwireCoreTests/Peers/setup_venv.sh)
-# Until the module is embedded in the binary, require finds it on LUA_PATH.
-export LUA_PATH="$PWD/Sources/MoonwireLua/resources/modules/?.lua;;"
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
