@@ -10,6 +10,9 @@ Tests/MoonwireCoreTests/Peers/setup_venv.sh >/dev/null
 swift build --build-tests
 bin="$(swift build --show-bin-path)/moonwire"
 
+echo "== docs show the example files as they are" >&2
+python3 scripts/check_doc_examples.py
+
 echo "== moonwire check examples/" >&2
 "$bin" check examples/*.lua
 
