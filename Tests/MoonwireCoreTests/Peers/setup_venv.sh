@@ -14,4 +14,8 @@ fi
 if ! "$VENV/bin/python" -c 'import prometheus_client, kubernetes_validate' 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check 'prometheus-client>=0.20' 'kubernetes-validate>=1.30' >&2
 fi
+# `ocpp` (mobilityhouse): the real central system and charge points of moonwire.ocpp's tests.
+if ! "$VENV/bin/python" -c 'import ocpp' 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'ocpp>=2,<3' >&2
+fi
 echo "$VENV/bin/python"
