@@ -25,7 +25,7 @@ describe("OCPP charge point across a central system restart", function()
     end)
     assert(cp:wait_open(10))
 
-    -- The central system answers data "slow" after 3 s; it is stopped before that.
+    -- The central system answers data "slow" after 1.5 s; it is stopped before that.
     mw.after(0.3, function() assert(os.execute(STOP)) end)
     local result, err = cp:call("DataTransfer", { vendorId = "echo", data = "slow" })
     assert.is_nil(result)

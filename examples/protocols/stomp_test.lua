@@ -194,15 +194,12 @@ describe("STOMP framing", function()
     client:on_close(function(_, code, reason) closed = { code = code, reason = reason, at = mw.now() } end)
     assert(client:wait_connected(5))
     local connected_at = mw.now()
-    -- The fake broker never sends a beat: within the agreed silence and one more, the client gives up.
-    local ok, err = client:wait_connected(0)
-    assert.is_truthy(ok, err)
+    -- The fake broker never sends a beat: after the agreed silence and as long again, the client gives up.
     local waited, why = client:subscribe("/queue/none"):receive(5)
     assert.is_nil(waited)
-    assert.is_table(closed)
+    assert.matches("^connection closed %(1006", why)
     assert.is_true(closed.at - connected_at < 2, "dropped after " .. (closed.at - connected_at) .. " s")
     assert.is_true(eols >= 1, "the client sent no heart-beat")
-    assert.is_string(why)
   end)
 end)
 

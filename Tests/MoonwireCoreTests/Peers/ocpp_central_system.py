@@ -5,7 +5,7 @@ examples/protocols/ocpp_test.lua and examples/ocpp_bot.lua.
 It answers BootNotification (Accepted, interval 300; Rejected for a vendor named
 "reject-me"), Heartbeat, StatusNotification, Authorize (Accepted, Invalid for the
 id tag / token "bad") and DataTransfer (vendor "echo" returns its data; data "slow"
-answers after 3 s). MeterValues has no handler, so a CALL of it gets the library's
+answers after 1.5 s). MeterValues has no handler, so a CALL of it gets the library's
 CALLERROR. After the BootNotification of a charge point whose id starts with
 "probe", it calls that charge point: Reset, GetConfiguration (1.6) / GetVariables
 (2.0.1), and an action no OCPP version defines ("Bogus"), then reports what each gave
@@ -79,7 +79,7 @@ class ChargePoint16(Cp16):
     @on("DataTransfer")
     async def data_transfer(self, vendor_id, data=None, **_):
         if data == "slow":
-            await asyncio.sleep(3)
+            await asyncio.sleep(1.5)
         return result16.DataTransfer(status="Accepted", data=data if vendor_id == "echo" else None)
 
 
@@ -116,7 +116,7 @@ class ChargePoint201(Cp201):
     @on("DataTransfer")
     async def data_transfer(self, vendor_id, data=None, **_):
         if data == "slow":
-            await asyncio.sleep(3)
+            await asyncio.sleep(1.5)
         return result201.DataTransfer(status="Accepted", data=data if vendor_id == "echo" else None)
 
 

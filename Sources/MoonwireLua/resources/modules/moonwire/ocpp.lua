@@ -67,13 +67,14 @@ local FORMAT_VIOLATION = { ["1.6"] = "FormationViolation", ["2.0.1"] = "FormatVi
 local DEFAULT_TIMEOUT = 30
 local DEFAULT_MAX_WAITING = 64
 
--- Misuse is raised at the first frame that is not this module's: the user's line.
+-- Misuse is raised at the first frame that is neither this module's nor moonwire's:
+-- the user's line.
 local SOURCE = debug.getinfo(1, "S").source
 local function misuse(message)
   local level = 2
   while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info or (info.what ~= "C" and info.source ~= SOURCE) then break end
+    local info = debug.getinfo(level, "S")
+    if not info or (info.what ~= "C" and info.source ~= SOURCE and info.source:sub(1, 10) ~= "@moonwire/") then break end
     level = level + 1
   end
   error(message, level)
@@ -233,7 +234,13 @@ function Endpoint:call(action, payload, timeout, fname)
       sent and "was not answered" or "could not be sent (no connection)"))
     if sent then self:pump() end
   end)
-  self.queue[#self.queue + 1] = call
+  if self.opening then
+    -- Made by an on_open handler: ahead of the calls that waited for the connection.
+    self.opening = self.opening + 1
+    table.insert(self.queue, self.opening, call)
+  else
+    self.queue[#self.queue + 1] = call
+  end
   self:pump()
   if call.outcome then return table.unpack(call.outcome, 1, call.outcome.n) end
   return coroutine.yield()
@@ -462,14 +469,16 @@ function ocpp.connect(url, opts)
     cp.version, cp.rpc.version = version, version
     local event = { reconnects = info.reconnects, version = version }
     -- The handlers' calls (BootNotification) go before the calls that waited.
+    cp.rpc.opening = 0
     for _, handler in ipairs(cp.on_open_handlers) do mw.spawn(handler, cp, event) end
+    cp.rpc.opening = nil
     cp.rpc:opened()
     wake(cp.open_waiters, nil, true)
   end)
   c:on_message(function(_, text) cp.rpc:receive(text, context) end)
   c:on_error(function(_, err) cp.last_error = err cp:emit_error(err) end)
   c:on_close(function(_, code, reason, info)
-    local why = ("closed with %d%s"):format(code, reason ~= "" and (" " .. reason) or "")
+    local why = ("closed with %d%s"):format(code, (reason or "") ~= "" and (" " .. reason) or "")
     cp.rpc:closed(why, not info.will_reconnect)
     for _, handler in ipairs(cp.on_close_handlers) do handler(cp, code, reason, info) end
     if not info.will_reconnect then
@@ -554,11 +563,22 @@ function ocpp.listen(url, opts)
   if mine.version == nil and mine.versions == nil then mine.versions = { "2.0.1", "1.6" } end
   local protocols = check_versions(mine, "ocpp.listen")
   rest.protocols = protocols
-  local s, err = mw.listen(url, rest)
+  -- Charge points connect to PATH/<id>: the server takes every path, and the
+  -- central system those under its own.
+  local base, path = url:match("^(%a+://[^/]+)(.*)$")
+  if not base then misuse(("bad argument #1 to 'ocpp.listen' (a ws:// or wss:// URL expected, got %q)"):format(url)) end
+  path = path:gsub("/+$", "")
+  local s, err = mw.listen(base .. "/", rest)
   if not s then return nil, err end
-  local cs = setmetatable({ server = s, handlers = {}, by_id = {}, by_peer = {}, on_connect_handlers = {},
+  local cs = setmetatable({ server = s, path = path, handlers = {}, by_id = {}, by_peer = {}, on_connect_handlers = {},
                             on_close_handlers = {}, on_error_handlers = {}, id_waiters = {}, expecting = {} }, CentralSystem)
   s:on_connect(function(peer, request)
+    local under = (request.path or ""):gsub("%?.*$", "")
+    if path ~= "" and under:sub(1, #path + 1) ~= path .. "/" then
+      cs:emit_error(nil, ("ocpp: a connection to %s, which is not under %s/ (closed)"):format(request.path, path))
+      peer:close(1008, "not an OCPP path: connect to " .. path .. "/<charge point id>")
+      return
+    end
     local id = id_from_path(request.path)
     local version = VERSION_OF[request.protocol or ""]
     if not version then
@@ -596,7 +616,7 @@ function ocpp.listen(url, opts)
     if not cp then return end
     cs.by_peer[peer] = nil
     if cs.by_id[cp.id] == cp then cs.by_id[cp.id] = nil end
-    cp.rpc:closed(("charge point %s disconnected (%d%s)"):format(cp.id, code, reason ~= "" and (" " .. reason) or ""), true)
+    cp.rpc:closed(("charge point %s disconnected (%d%s)"):format(cp.id, code, (reason or "") ~= "" and (" " .. reason) or ""), true)
     for _, handler in ipairs(cs.on_close_handlers) do handler(cp, code, reason) end
   end)
   return cs
@@ -620,7 +640,8 @@ end
 function CentralSystem:on_connect(fn) add_hook(self.on_connect_handlers, "cs:on_connect", fn) return self end
 function CentralSystem:on_close(fn) add_hook(self.on_close_handlers, "cs:on_close", fn) return self end
 function CentralSystem:on_error(fn) add_hook(self.on_error_handlers, "cs:on_error", fn) return self end
-function CentralSystem:url() return self.server:url() end
+-- The URL charge points connect to, with their id after it: ws://127.0.0.1:9000/ocpp/
+function CentralSystem:url() return self.server:url():gsub("/$", "") .. self.path .. "/" end
 function CentralSystem:close() return self.server:close() end
 
 -- The connected charge point with this id, or nil.

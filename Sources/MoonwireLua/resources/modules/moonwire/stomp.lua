@@ -34,7 +34,7 @@ local SOURCE = debug.getinfo(1, "S").source
 local function misuse(message)
   local level = 2
   while true do
-    local info = debug.getinfo(level + 1, "S")
+    local info = debug.getinfo(level, "S")
     if not info or (info.what ~= "C" and info.source ~= SOURCE and info.source:sub(1, 10) ~= "@moonwire/") then break end
     level = level + 1
   end
@@ -449,7 +449,7 @@ function Client:closed(code, reason, info)
     self.heart_beat = nil
   end
   local why = self.refused or self.protocol_error
-    or ("connection closed (%d%s)"):format(code, reason ~= "" and (" " .. reason) or "")
+    or ("connection closed (%d%s)"):format(code, (reason or "") ~= "" and (" " .. reason) or "")
   local waiting = self.receipts
   self.receipts = {}
   for _, waiter in pairs(waiting) do waiter(nil, why .. " before the RECEIPT; the frame may or may not have reached the broker") end
