@@ -103,7 +103,7 @@ local function unescape(s, what)
     if not c then bad = bad or seq end
     return c
   end)
-  if bad then return nil, ("%s: undefined escape sequence %q"):format(what, bad) end
+  if bad then return nil, ("%s: undefined escape sequence '%s' (STOMP 1.2 has \\r \\n \\c \\\\)"):format(what, bad) end
   return out
 end
 
@@ -368,15 +368,22 @@ function Client:dispatch(frame)
       -- CONNECT refused (bad login, unknown virtual host): retrying would not help.
       self.refused = words
       self.connection:reconnect(false)
-      wake(self.connect_waiters, nil, nil, words)
+      self:emit_error(words, frame)
+      self.connection:close()
+      self.ended = words
+      return wake(self.connect_waiters, nil, nil, words)
     end
+    self:emit_error(words, frame)
+    -- The ERROR answers the frame whose receipt it names; one that names none
+    -- (RabbitMQ's for an unknown destination) answers every frame waiting for its
+    -- RECEIPT, which would otherwise wait in vain: STOMP has the broker close after it.
     local rid = frame.headers["receipt-id"]
-    if rid and self.receipts[rid] then
-      local waiter = self.receipts[rid]
-      self.receipts[rid] = nil
-      waiter(nil, words, frame)
+    local failed = {}
+    for id, waiter in pairs(self.receipts) do
+      if rid == nil or id == rid then failed[#failed + 1] = waiter self.receipts[id] = nil end
     end
-    return self:emit_error(words, frame)
+    for _, waiter in ipairs(failed) do waiter(nil, words, frame) end
+    return
   elseif not self.connected then
     return self:violation(("%s before CONNECTED"):format(command))
   elseif command == "MESSAGE" then
@@ -450,16 +457,19 @@ function Client:closed(code, reason, info)
   end
   local why = self.refused or self.protocol_error
     or ("connection closed (%d%s)"):format(code, (reason or "") ~= "" and (" " .. reason) or "")
+  if not info.will_reconnect then self.ended = self.refused or self.protocol_error or self.last_error or why end
+  self.protocol_error = nil
+  -- The script's handlers first, then the coroutines that waited.
+  for _, handler in ipairs(self.on_close_handlers) do handler(self, code, reason, info) end
   local waiting = self.receipts
   self.receipts = {}
-  for _, waiter in pairs(waiting) do waiter(nil, why .. " before the RECEIPT; the frame may or may not have reached the broker") end
-  for _, sub in pairs(self.subs) do sub:connection_lost(why, not info.will_reconnect) end
-  for _, handler in ipairs(self.on_close_handlers) do handler(self, code, reason, info) end
-  if not info.will_reconnect then
-    self.ended = self.refused or self.last_error or why
-    wake(self.connect_waiters, nil, nil, self.ended)
+  for rid, waiter in pairs(waiting) do
+    -- The broker may close without the RECEIPT a DISCONNECT asked for: that close is the answer.
+    if rid == self.disconnecting then waiter(true)
+    else waiter(nil, why .. " before the RECEIPT; the frame may or may not have reached the broker") end
   end
-  self.protocol_error = nil
+  for _, sub in pairs(self.subs) do sub:connection_lost(why, not info.will_reconnect) end
+  if not info.will_reconnect then wake(self.connect_waiters, nil, nil, self.ended) end
 end
 
 -- Sends a frame through the connection's queue (it waits there until CONNECTED).
@@ -666,7 +676,9 @@ function Client:disconnect(timeout)
   if self.connected then
     local saved = self.options.receipt_timeout
     self.options.receipt_timeout = timeout or saved
-    ok, err = self:frame("DISCONNECT", {}, { receipt = true }, nil, "client:disconnect")
+    self.receipt_count = self.receipt_count + 1
+    self.disconnecting = "rcpt-" .. self.receipt_count
+    ok, err = self:frame("DISCONNECT", {}, { receipt = self.disconnecting }, nil, "client:disconnect")
     self.options.receipt_timeout = saved
   end
   self.connection:close()
