@@ -4,7 +4,8 @@
 # the bot example over WebSocket and TCP, examples/protocols/stomp_test.lua, then the
 # reconnect test, which stops the broker by PID and starts it again on the same ports.
 # RabbitMQ takes several seconds to start: it is started once (and once more by the
-# reconnect test). usage: MOONWIRE_BIN=PATH scripts/protocols/stomp.sh
+# reconnect test). Measured here on 2 busy cores (load 20): first start 24.5 s, restart
+# 12.1 s, the tests 7 s: 44 s in all. usage: MOONWIRE_BIN=PATH scripts/protocols/stomp.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${MOONWIRE_BIN:?set MOONWIRE_BIN to the moonwire binary}"
