@@ -96,6 +96,17 @@ for _, transport in ipairs(URLS) do
       assert.are.equal("m4", assert(again:receive(5)).body)
     end)
 
+    it("keeps at most max_queued unread messages, and says so", function()
+      local queue, done_queue = fresh_queue("bounded"), fresh_queue("said")
+      local said = client:subscribe(done_queue, { receipt = true })
+      client:on_error(function(_, err) client:send(done_queue, err) end)
+      local sub = client:subscribe(queue, { max_queued = 2, receipt = true })
+      for i = 1, 3 do assert(client:send(queue, "m" .. i)) end
+      assert.are.equal("stomp: subscription " .. sub.id .. ": 2 messages wait unread or in its function (max_queued); "
+        .. 'dropped 1 so far (ack = "auto")', assert(said:receive(5)).body)
+      assert.are.same({ "m1", "m2", 1 }, { assert(sub:receive(5)).body, assert(sub:receive(5)).body, sub.dropped })
+    end)
+
     it("turns an ERROR frame into words, for the receipt that waited and for on_error", function()
       local errors = {}
       client:on_error(function(_, err) errors[#errors + 1] = err end)

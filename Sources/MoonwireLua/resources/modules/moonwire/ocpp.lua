@@ -157,7 +157,7 @@ local function new_endpoint(io, version, handlers, opts)
   return setmetatable({
     io = io, version = version, lookup = handlers,
     timeout = opts.timeout or DEFAULT_TIMEOUT, max_waiting = opts.max_waiting or DEFAULT_MAX_WAITING,
-    open = false, inflight = nil, queue = {}, on_error = opts.on_error, observe = opts.observe,
+    open = false, inflight = nil, queue = {}, on_error = opts.on_error, observe = opts.observe, handling = 0,
   }, Endpoint)
 end
 
@@ -288,9 +288,16 @@ function Endpoint:handle_call(id, action, payload, context)
     end
     return self:send_error(id, "NotImplemented", ("%s is not an OCPP %s action"):format(action, version))
   end
+  -- The other side should send one CALL at a time; one that floods gets an
+  -- error for what exceeds max_waiting handlers at work.
+  if self.handling >= self.max_waiting then
+    return self:send_error(id, "GenericError", ("%s: %d CALLs are being handled already"):format(action, self.handling))
+  end
+  self.handling = self.handling + 1
   local generation = self.generation
   mw.spawn(function()
     local ok, result, code, description, details = pcall(handler, payload, context.target)
+    self.handling = self.handling - 1
     -- The answer belongs to the connection the CALL came on.
     if not self.open or self.generation ~= generation then return end
     if not ok then

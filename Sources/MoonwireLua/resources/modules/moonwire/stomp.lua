@@ -541,7 +541,7 @@ function Client:subscribe(destination, opts, fn)
   if self.subs[id] then misuse(("client:subscribe: subscription id %q is in use"):format(id)) end
   local sub = setmetatable({ client = self, id = id, destination = destination, ack = ack, fn = fn,
                              extra = opts.headers, inbox = { head = 1, tail = 0 }, waiters = {},
-                             max_queued = opts.max_queued or self.options.max_queued, dropped = 0 }, Subscription)
+                             max_queued = opts.max_queued or self.options.max_queued, dropped = 0, running = 0 }, Subscription)
   local frame_bytes = sub:frame()   -- checks the headers at the caller's line
   self.subs[id] = sub
   sub.made = self.connected
@@ -560,6 +560,10 @@ end
 function Subscription:fixed_headers()
   local fixed = { { "destination", self.destination }, { "id", self.id }, { "ack", self.ack } }
   local extra = self.extra
+  -- With client acks, the broker holds back what would not fit (RabbitMQ's prefetch-count).
+  if self.ack ~= "auto" and not (extra and extra["prefetch-count"]) then
+    fixed[#fixed + 1] = { "prefetch-count", self.max_queued }
+  end
   if extra then
     local list = header_list({}, extra, "client:subscribe")
     for _, h in ipairs(list) do
@@ -575,29 +579,37 @@ function Subscription:deliver(frame)
   local msg = setmetatable({ command = "MESSAGE", headers = frame.headers, body = frame.body,
                              destination = frame.headers.destination, id = frame.headers["message-id"],
                              subscription = self, generation = self.client.generation }, Message)
+  local q = self.inbox
   if self.fn then
-    mw.spawn(self.fn, msg, self)
-    return
-  end
-  for i, w in ipairs(self.waiters) do
-    table.remove(self.waiters, i)
+    -- Each message runs the function in a coroutine of its own; those still
+    -- running (waiting for something) count against max_queued as unread messages do.
+    if self.running < self.max_queued then
+      self.running = self.running + 1
+      mw.spawn(function()
+        local ok, err = pcall(self.fn, msg, self)
+        self.running = self.running - 1
+        if not ok then error(err, 0) end
+      end)
+      return
+    end
+  elseif self.waiters[1] then
+    local w = table.remove(self.waiters, 1)
     if w.timer then w.timer:cancel() end
     return resume(w.co, msg)
-  end
-  local q = self.inbox
-  if q.tail - q.head + 1 >= self.max_queued then
-    -- Bounded: with client acks the broker keeps it (NACK: it comes again);
-    -- with auto acks it is gone, and counted.
-    self.dropped = self.dropped + 1
-    if self.ack ~= "auto" then msg:nack() end
-    if self.dropped == 1 or self.dropped % 1000 == 0 then
-      self.client:emit_error(("stomp: subscription %s: %d messages wait unread (max_queued); %s"):format(self.id, self.max_queued,
-        self.ack == "auto" and ("dropped " .. self.dropped .. " so far (ack = \"auto\")") or "NACKed, the broker delivers them again"), frame)
-    end
+  elseif q.tail - q.head + 1 < self.max_queued then
+    q.tail = q.tail + 1
+    q[q.tail] = msg
     return
   end
-  q.tail = q.tail + 1
-  q[q.tail] = msg
+  -- Bounded: with client acks the broker keeps it (NACK: it comes again; the
+  -- prefetch-count the subscription asked for makes that rare); with auto acks
+  -- it is gone. Both are counted.
+  self.dropped = self.dropped + 1
+  if self.ack ~= "auto" then msg:nack() end
+  if self.dropped == 1 or self.dropped % 1000 == 0 then
+    self.client:emit_error(("stomp: subscription %s: %d messages wait unread or in its function (max_queued); %s"):format(self.id, self.max_queued,
+      self.ack == "auto" and ("dropped " .. self.dropped .. " so far (ack = \"auto\")") or "NACKed, the broker delivers them again"), frame)
+  end
 end
 
 -- sub:receive([timeout]) -> msg | nil, err
