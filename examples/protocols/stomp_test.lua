@@ -141,6 +141,18 @@ for _, transport in ipairs(URLS) do
       assert.are.equal("ready", quiet.connection:state())
     end)
 
+    it("sends its own heart-beats when the broker sends none", function()
+      local quiet = stomp.connect(url, options({ heart_beat = { 1000, 0 } }))
+      finally(function() quiet:close() end)
+      assert(quiet:wait_connected(10))
+      assert.are.same({ send = 1, expect = 0 }, quiet.heart_beat)
+      local sub = quiet:subscribe(fresh_queue("one-way"))
+      assert.is_nil(sub:receive(2.5))
+      -- CONNECT, SUBSCRIBE and an EOL a second.
+      assert.is_true(quiet.connection:stats().sent >= 4, "sent: " .. quiet.connection:stats().sent)
+      assert.are.equal("ready", quiet.connection:state())
+    end)
+
     it("rejects misuse at the caller's line", function()
       local ok, err = pcall(client.send, client, 42, "x")
       assert.is_false(ok)

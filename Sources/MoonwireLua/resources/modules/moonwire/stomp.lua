@@ -62,16 +62,15 @@ local function wait_in(list, fname, timeout, what, entry)
   entry = entry or {}
   entry.co = running(fname)
   list[#list + 1] = entry
-  if timeout then
-    entry.timer = mw.after(timeout, function()
+  -- A wait without a timeout still holds a timer: the script stays alive while it waits.
+  entry.timer = mw.after(timeout or 1e9, function()
       for i, e in ipairs(list) do
         if e == entry then
           table.remove(list, i)
-          return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout, what))
+          return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
         end
       end
     end)
-  end
   return coroutine.yield()
 end
 
@@ -424,12 +423,16 @@ function Client:connected_frame(frame)
   self.generation = self.generation + 1
   local send, expect = negotiate(self.options.heart_beat, frame.headers["heart-beat"])
   self.heart_beat = { send = send, expect = expect }
-  if send > 0 or expect > 0 then
-    -- An EOL goes out after `send` s of outbound silence; a broker silent for
-    -- `expect` more seconds after our probe is dropped. Without agreed incoming
-    -- beats the broker's silence is fine: a day is "never".
-    self.connection:heartbeat({ interval = send > 0 and math.min(send, expect > 0 and expect or send) or expect,
-                                timeout = expect > 0 and expect or 86400, message = "\n", kind = "text" })
+  if expect > 0 then
+    -- The connection's heartbeat: an EOL goes out after `send` s of outbound
+    -- silence (or `expect` s of inbound silence), and a broker that sends nothing
+    -- for `expect` s more is dropped. Its beats answer the probes, so they go on.
+    self.connection:heartbeat({ interval = send > 0 and math.min(send, expect) or expect,
+                                timeout = expect, message = "\n", kind = "text" })
+  elseif send > 0 then
+    -- Beats only from us: the heartbeat above would wait for an answer that
+    -- never comes, so a timer sends them.
+    self.beat_timer = mw.every(send, function() self.connection:send_now("\n") end)
   end
   local info = { reconnects = self.connection:stats().reconnects, headers = frame.headers, resubscribed = {} }
   -- Subscriptions are made (again, after a reconnect) before what waited in the queue goes out.
@@ -452,7 +455,8 @@ function Client:closed(code, reason, info)
   self.connected = false
   self.parts, self.need = nil, nil
   if self.heart_beat then
-    self.connection:heartbeat(false)
+    if self.beat_timer then self.beat_timer:cancel() self.beat_timer = nil
+    elseif self.heart_beat.expect > 0 then self.connection:heartbeat(false) end
     self.heart_beat = nil
   end
   local why = self.refused or self.protocol_error
