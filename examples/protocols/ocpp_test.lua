@@ -169,6 +169,28 @@ for _, version in ipairs(ocpp.versions) do
   end)
 end
 
+describe("OCPP between moonwire's own charge point and central system", function()
+  it("answers with the handler's CALLERROR, and calls both ways on one connection", function()
+    local cs = assert(ocpp.listen("ws://127.0.0.1:0/csms", { version = "2.0.1" }))
+    finally(function() cs:close() end)
+    cs:on("BootNotification", function(_, cp)
+      -- A call back to the charge point from inside a handler.
+      local ok, err = cp:call("SetVariables", { setVariableData = {} })
+      return { currentTime = "2026-01-01T00:00:00Z", interval = ok and 10 or 20, status = "Accepted" }
+    end)
+    local cp = ocpp.connect(cs:url(), { id = "CP 7", version = "2.0.1", reconnect = false })
+    finally(function() cp:close() end)
+    cp:on("SetVariables", function() return nil, "PropertyConstraintViolation", "read-only", { variable = "x" } end)
+    local boot = assert(cp:call("BootNotification", { chargingStation = { vendorName = "m", model = "t" }, reason = "PowerUp" }))
+    assert.are.equal(20, boot.interval)
+    local peer = assert(cs:wait_charge_point("CP 7", 1))
+    local result, err, info = peer:call("SetVariables", { setVariableData = {} })
+    assert.is_nil(result)
+    assert.are.equal('SetVariables: CALLERROR PropertyConstraintViolation: read-only {"variable":"x"}', err)
+    assert.are.same({ code = "PropertyConstraintViolation", description = "read-only", details = { variable = "x" } }, info)
+  end)
+end)
+
 describe("OCPP charge point against a misbehaving central system", function()
   local bad, good
   before_each(function()

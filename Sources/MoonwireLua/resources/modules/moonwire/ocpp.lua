@@ -109,13 +109,13 @@ local function wait_in(list, fname, timeout, what, fields)
   list[#list + 1] = entry
   -- A wait without a timeout still holds a timer: the script stays alive while it waits.
   entry.timer = mw.after(timeout or 1e9, function()
-      for i, e in ipairs(list) do
-        if e == entry then
-          table.remove(list, i)
-          return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
-        end
+    for i, e in ipairs(list) do
+      if e == entry then
+        table.remove(list, i)
+        return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
       end
-    end)
+    end
+  end)
   return coroutine.yield()
 end
 
@@ -298,11 +298,12 @@ function Endpoint:handle_call(id, action, payload, context)
     local ok, result, code, description, details = pcall(handler, payload, context.target)
     self.handling = self.handling - 1
     -- The answer belongs to the connection the CALL came on.
-    if not self.open or self.generation ~= generation then return end
+    local current = self.open and self.generation == generation
     if not ok then
-      self:send_error(id, "InternalError", action .. ": the handler failed")
+      if current then self:send_error(id, "InternalError", action .. ": the handler failed") end
       error(result, 0)
     end
+    if not current then return end
     if result == nil then
       if type(code) ~= "string" then
         self:send_error(id, "InternalError", action .. ": the handler returned nothing")
@@ -439,9 +440,10 @@ function ocpp.connect(url, opts)
     if type(mine.id) ~= "string" or mine.id == "" then
       misuse("bad argument #2 to 'ocpp.connect' (opts.id: a charge point id string expected)")
     end
-    url = url:gsub("/*$", "") .. "/" .. mine.id
+    -- %-encoded in the path: an id may hold any character (the central system decodes it).
+    url = url:gsub("/*$", "") .. "/" .. mine.id:gsub("[^%w%-%._~:]", function(ch) return ("%%%02X"):format(ch:byte()) end)
   end
-  local id = url:match("([^/]+)/*$")
+  local id = mine.id or url:match("([^/]+)/*$")
   if mine.password ~= nil then
     -- Security profile 1: HTTP Basic authentication with the charge point id as user.
     rest.headers = rest.headers or {}

@@ -64,13 +64,13 @@ local function wait_in(list, fname, timeout, what, entry)
   list[#list + 1] = entry
   -- A wait without a timeout still holds a timer: the script stays alive while it waits.
   entry.timer = mw.after(timeout or 1e9, function()
-      for i, e in ipairs(list) do
-        if e == entry then
-          table.remove(list, i)
-          return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
-        end
+    for i, e in ipairs(list) do
+      if e == entry then
+        table.remove(list, i)
+        return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
       end
-    end)
+    end
+  end)
   return coroutine.yield()
 end
 
