@@ -19,7 +19,7 @@ client:on_error(function(_, err) print("broker error: " .. err) end)
 local connected = assert(client:wait_connected(30))
 print(("connected to %s (STOMP %s, heart-beat %s)"):format(connected.server or "a broker", connected.version, connected["heart-beat"]))
 
-local sub = client:subscribe(queue, { ack = "client-individual", receipt = true })
+local sub = assert(client:subscribe(queue, { ack = "client-individual", receipt = true }))
 
 for i = 1, count do
   assert(client:send(queue, ("message %d of %d"):format(i, count), { ["content-type"] = "text/plain", receipt = true }))

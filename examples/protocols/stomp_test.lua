@@ -96,6 +96,18 @@ for _, transport in ipairs(URLS) do
       assert.are.equal("m4", assert(again:receive(5)).body)
     end)
 
+    it("sends in transactions: ABORT drops, COMMIT delivers", function()
+      local queue = fresh_queue("tx")
+      local sub = client:subscribe(queue, { receipt = true })
+      assert(client:begin("t1"))
+      assert(client:send(queue, "never", { transaction = "t1" }))
+      assert(client:abort("t1", { receipt = true }))
+      assert(client:begin("t2"))
+      assert(client:send(queue, "committed", { transaction = "t2" }))
+      assert(client:commit("t2", { receipt = true }))
+      assert.are.equal("committed", assert(sub:receive(5)).body)
+    end)
+
     it("keeps at most max_queued unread messages, and says so", function()
       local queue, done_queue = fresh_queue("bounded"), fresh_queue("said")
       local said = client:subscribe(done_queue, { receipt = true })

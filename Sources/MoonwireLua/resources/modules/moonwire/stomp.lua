@@ -519,7 +519,7 @@ function Client:send(destination, body, headers)
   return self:frame("SEND", { { "destination", destination }, { "content-length", #body } }, headers, body, "client:send")
 end
 
--- client:subscribe(destination [, opts] [, fn(msg, sub)]) -> sub [, err]
+-- client:subscribe(destination [, opts] [, fn(msg, sub)]) -> sub | nil, err (with a receipt)
 -- opts: ack ("auto", "client", "client-individual"), id, headers, receipt, max_queued.
 function Client:subscribe(destination, opts, fn)
   if type(destination) ~= "string" then misuse(("bad argument #1 to 'client:subscribe' (destination string expected, got %s)"):format(type(destination))) end
@@ -536,6 +536,11 @@ function Client:subscribe(destination, opts, fn)
     misuse(("bad argument #2 to 'client:subscribe' (opts.ack: \"auto\", \"client\" or \"client-individual\" expected, got %q)"):format(tostring(ack)))
   end
   if fn ~= nil and type(fn) ~= "function" then misuse(("bad argument #3 to 'client:subscribe' (function expected, got %s)"):format(type(fn))) end
+  if opts.receipt and not self.connected then
+    -- The receipt confirms the SUBSCRIBE itself: it goes once CONNECTED has come.
+    local ok, err = self:wait_connected(self.options.receipt_timeout)
+    if not ok then return nil, err end
+  end
   local id = opts.id
   if id == nil then
     self.sub_count = self.sub_count + 1
@@ -553,7 +558,10 @@ function Client:subscribe(destination, opts, fn)
     -- Made now; otherwise the CONNECTED that is coming makes it.
     if opts.receipt then
       local ok, err = self:frame("SUBSCRIBE", sub:fixed_headers(), { receipt = opts.receipt }, nil, "client:subscribe")
-      if not ok then return sub, err end
+      if not ok then
+        self.subs[id] = nil
+        return nil, err
+      end
       return sub
     end
     self.connection:send(frame_bytes)
