@@ -272,11 +272,16 @@ function stomp.connect(url, opts)
   else
     misuse(("bad argument #1 to 'stomp.connect' (a ws://, wss://, tcp:// or tls:// URL expected, got %q)"):format(url))
   end
+  -- The CONNECT frame, made (and its headers checked) once, at the caller's line.
+  local connect_frame = encode("CONNECT", header_list({
+    { "accept-version", "1.2" }, { "host", mine.host or "/" }, { "login", mine.login }, { "passcode", mine.passcode },
+    { "heart-beat", mine.heart_beat[1] .. "," .. mine.heart_beat[2] },
+  }, mine.connect_headers, "stomp.connect"))
   rest.ready = "manual"
   rest.heartbeat = false
   local c = mw.connect(url, rest)
   local self = setmetatable({
-    connection = c, options = mine, url = url,
+    connection = c, options = mine, url = url, connect_frame = connect_frame,
     subs = {}, sub_count = 0, receipts = {}, receipt_count = 0, generation = 0,
     connected = false, refused = nil,
     on_connected_handlers = {}, on_error_handlers = {}, on_close_handlers = {},
@@ -308,13 +313,7 @@ end
 function Client:opened()
   self.parts, self.need = nil, nil
   self.connected = false
-  local o = self.options
-  local host = o.host or "/"
-  local headers = header_list({
-    { "accept-version", "1.2" }, { "host", host }, { "login", o.login }, { "passcode", o.passcode },
-    { "heart-beat", o.heart_beat[1] .. "," .. o.heart_beat[2] },
-  }, o.connect_headers, "stomp.connect")
-  self.connection:send_now(encode("CONNECT", headers))
+  self.connection:send_now(self.connect_frame)
 end
 
 -- Bytes from the broker. While a frame is incomplete its pieces are kept in a
