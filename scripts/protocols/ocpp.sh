@@ -31,6 +31,8 @@ export OCPP_CS_URL="ws://127.0.0.1:$CS_PORT/ocpp" OCPP_PYTHON=$PY OCPP_PEERS=$PE
 # The central system writes its PID to cs.pid (the reconnect test stops and starts it again).
 export OCPP_CS_START="$PY $PEERS/ocpp_central_system.py $CS_PORT >>$WORK/cs.log 2>&1 & echo \$! >$WORK/cs.pid"
 export OCPP_CS_STOP="kill \$(cat $WORK/cs.pid)"
+# Seconds since $1 (a date +%s.%N), to one decimal.
+since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }'; }
 started=$(date +%s.%N)
 sh -c "$OCPP_CS_START"
 wait_for_line "$WORK/cs.log" "listening $CS_PORT"
@@ -61,4 +63,4 @@ grep -q "^py201: Reset Accepted" "$WORK/mock.out"
 echo "-- reconnect: the Python central system stopped and started again" >&2
 "$MOONWIRE_BIN" test examples/protocols/ocpp_reconnect_test.lua
 
-echo "ocpp.sh: passed in $(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)") s" >&2
+echo "ocpp.sh: passed in $(since $started) s" >&2

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${MOONWIRE_BIN:?set MOONWIRE_BIN to the moonwire binary}"
+[ "$(id -u)" -eq 0 ] || { echo "stomp.sh: run as root: RabbitMQ is started as the rabbitmq user" >&2; exit 1; }
 export LUA_PATH="$PWD/Sources/MoonwireLua/resources/modules/?.lua;;"
 WORK=$(mktemp -d /tmp/mw-stomp.XXXXXX)
 epmd_before=$(pgrep -x epmd || true)
@@ -60,10 +61,12 @@ wait_for_ports() {
     done
     echo "stomp.sh: RabbitMQ did not open ports $WS_PORT and $STOMP_PORT within 60 s:" >&2; tail -20 "$WORK/broker.out" >&2; return 1
 }
+# Seconds since $1 (a date +%s.%N), to one decimal.
+since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }'; }
 started=$(date +%s.%N)
 sh "$WORK/start.sh"
 wait_for_ports
-echo "stomp.sh: RabbitMQ up in $(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)") s" >&2
+echo "stomp.sh: RabbitMQ up in $(since $started) s" >&2
 
 echo "-- bot over Web-STOMP and over TCP" >&2
 for url in "$STOMP_WS_URL" "$STOMP_TCP_URL"; do
@@ -77,5 +80,5 @@ echo "-- tests against RabbitMQ" >&2
 echo "-- reconnect: RabbitMQ stopped by PID and started again" >&2
 t=$(date +%s.%N)
 "$MOONWIRE_BIN" test --timeout 90 examples/protocols/stomp_reconnect_test.lua
-echo "stomp.sh: reconnect test took $(printf '%.1f' "$(echo "$(date +%s.%N) - $t" | bc)") s" >&2
-echo "stomp.sh: passed in $(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)") s" >&2
+echo "stomp.sh: reconnect test took $(since $t) s" >&2
+echo "stomp.sh: passed in $(since $started) s" >&2
