@@ -24,6 +24,8 @@ if [ "${1:-}" = "--test" ]; then
     command -v jq >/dev/null 2>&1 || need+=(jq)
     # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua.
     [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+    # Its real clients, against moonwire's MQTT broker stub (scripts/protocols/mqtt.sh).
+    [ -x /usr/bin/mosquitto_sub ] || need+=(mosquitto-clients)
     # Real proxies for the proxy tests: tinyproxy (HTTP CONNECT), microsocks (SOCKS5).
     [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
     [ -x /usr/bin/microsocks ] || need+=(microsocks)

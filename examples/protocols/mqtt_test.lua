@@ -1,0 +1,279 @@
+-- require "moonwire.mqtt" against a real broker (Debian's mosquitto, started by
+-- scripts/protocols/mqtt.sh, which sets the URLs below), and against hostile servers
+-- made here with mw.listen that send what no broker should.
+--
+--   MQTT_WS_URL=ws://127.0.0.1:8080/ MQTT_TCP_URL=tcp://127.0.0.1:1883 \
+--   MQTT_AUTH_URL=tcp://127.0.0.1:1884 MQTT_USER=moonwire MQTT_PASSWORD=s3cret \
+--     moonwire test examples/protocols/mqtt_test.lua
+local mqtt = require "moonwire.mqtt"
+
+local WS, TCP = os.getenv("MQTT_WS_URL"), os.getenv("MQTT_TCP_URL")
+local AUTH, USER, PASSWORD = os.getenv("MQTT_AUTH_URL"), os.getenv("MQTT_USER"), os.getenv("MQTT_PASSWORD")
+assert(WS and TCP and AUTH, "set MQTT_WS_URL, MQTT_TCP_URL and MQTT_AUTH_URL (scripts/protocols/mqtt.sh does)")
+
+-- A topic prefix of its own for each test, so that retained messages and sessions of
+-- one test never reach another.
+local serial = 0
+local function fresh_topic(name)
+  serial = serial + 1
+  return ("moonwire/test/%d-%d/%s"):format(math.random(1 << 30), serial, name)
+end
+
+for _, case in ipairs {
+  { name = "WebSocket, MQTT 3.1.1", url = WS, version = 4 },
+  { name = "TCP, MQTT 3.1.1", url = TCP, version = 4 },
+  { name = "WebSocket, MQTT 5.0", url = WS, version = 5 },
+  { name = "TCP, MQTT 5.0", url = TCP, version = 5 },
+} do
+  describe(case.name, function()
+    it("routes by wildcard: QoS 0, 1 and 2 both ways, each at the lower of the two QoS", function()
+      local base = fresh_topic("w")
+      local m = assert(mqtt.connect(case.url, { version = case.version }))
+      assert.are.equal(1, m:subscribe(base .. "/+/temp", { qos = 1 }))
+      assert.are.equal(2, m:subscribe(base .. "/two/#", { qos = 2 }))
+      assert.is_true(m:publish(base .. "/kitchen/temp", "q0"))
+      assert.is_true(m:publish(base .. "/kitchen/temp", "q1", { qos = 1 }))
+      assert.is_true(m:publish(base .. "/kitchen/temp", "q2", { qos = 2 }))
+      assert.is_true(m:publish(base .. "/kitchen/humidity", "not subscribed", { qos = 1 }))
+      assert.is_true(m:publish(base .. "/two", "'#' matches its parent level", { qos = 2 }))
+      assert.is_true(m:publish(base .. "/two/a/b", "and every level below", { qos = 2 }))
+      local got = {}
+      for _ = 1, 5 do
+        local msg = assert(m:expect(base .. "/#", 5))
+        got[#got + 1] = ("%s %s qos %d"):format(msg.topic:sub(#base + 2), msg.payload, msg.qos)
+      end
+      assert.are.same({
+        "kitchen/temp q0 qos 0", "kitchen/temp q1 qos 1", "kitchen/temp q2 qos 1",
+        "two '#' matches its parent level qos 2", "two/a/b and every level below qos 2",
+      }, got)
+      assert.are.equal(0, m:stats().inbox, "the humidity message matched no subscription")
+      m:disconnect()
+    end)
+
+    it("routes each message to the handler of the subscription it matches", function()
+      local base = fresh_topic("h")
+      local m = assert(mqtt.connect(case.url, { version = case.version }))
+      local a, b = {}, {}
+      assert(m:subscribe(base .. "/a/+", { qos = 1 }, function(msg) a[#a + 1] = msg.payload end))
+      assert(m:subscribe(base .. "/b/#", 1, function(msg) b[#b + 1] = msg.payload end))
+      assert(m:subscribe(base .. "/end"))
+      for i = 1, 3 do
+        assert(m:publish(base .. "/a/" .. i, "a" .. i, { qos = 1 }))
+        assert(m:publish(base .. "/b/x/" .. i, "b" .. i, { qos = 1 }))
+      end
+      assert(m:publish(base .. "/end", "end", { qos = 1 }))
+      -- The broker delivers in order: once "end" is here, so is everything before it.
+      assert(m:expect(base .. "/end", 5))
+      assert.are.same({ "a1", "a2", "a3" }, a)
+      assert.are.same({ "b1", "b2", "b3" }, b)
+      assert.is_true(m:unsubscribe(base .. "/a/+"))
+      assert(m:publish(base .. "/a/4", "after unsubscribe", { qos = 1 }))
+      assert(m:publish(base .. "/end", "end again", { qos = 1 }))
+      assert.are.equal("end again", assert(m:expect(base .. "/end", 5)).payload)
+      assert.are.same({ "a1", "a2", "a3" }, a)
+      m:disconnect()
+    end)
+
+    it("keeps retained messages for new subscribers, and clears them with an empty one", function()
+      local topic = fresh_topic("retained")
+      local m = assert(mqtt.connect(case.url, { version = case.version }))
+      assert(m:publish(topic, "kept", { qos = 1, retain = true }))
+      local late = assert(mqtt.connect(case.url, { version = case.version }))
+      assert(late:subscribe(topic, { qos = 1 }))
+      local msg = assert(late:expect(topic, 5))
+      assert.are.equal("kept", msg.payload)
+      assert.is_true(msg.retain)
+      assert(m:publish(topic, "", { qos = 1, retain = true }))
+      assert.are.equal("", assert(late:expect(topic, 5)).payload)
+      local later = assert(mqtt.connect(case.url, { version = case.version }))
+      assert(later:subscribe(topic, 1))
+      assert(later:publish(topic, "live", { qos = 1 }))
+      local first = assert(later:expect(topic, 5))
+      assert.are.equal("live", first.payload, "no retained message left")
+      assert.is_false(first.retain)
+      for _, c in ipairs { m, late, later } do c:disconnect() end
+    end)
+
+    it("publishes the will when a client goes away without DISCONNECT", function()
+      local topic = fresh_topic("will")
+      local watcher = assert(mqtt.connect(case.url, { version = case.version }))
+      assert(watcher:subscribe(topic, 1))
+      local doomed = assert(mqtt.connect(case.url, { version = case.version, reconnect = false,
+        will = { topic = topic, payload = "gone", qos = 1 } }))
+      doomed:connection():close()   -- the socket closes, with no MQTT DISCONNECT before it
+      local msg = assert(watcher:expect(topic, 5))
+      assert.are.equal("gone", msg.payload)
+      watcher:disconnect()
+    end)
+
+    it("keeps a session (clean = false): QoS 1 messages sent while away come after", function()
+      local topic = fresh_topic("session")
+      local id = ("mw-session-%d"):format(math.random(1 << 30))
+      local m = assert(mqtt.connect(case.url, { version = case.version, client_id = id, clean = false }))
+      assert.is_false(m.session_present)
+      assert(m:subscribe(topic, 1))
+      m:disconnect()
+      local other = assert(mqtt.connect(case.url, { version = case.version }))
+      for i = 1, 3 do assert(other:publish(topic, "while away " .. i, { qos = 1 })) end
+      m = assert(mqtt.connect(case.url, { version = case.version, client_id = id, clean = false }))
+      assert.is_true(m.session_present)
+      for i = 1, 3 do assert.are.equal("while away " .. i, assert(m:expect(topic, 5)).payload) end
+      m:disconnect()
+      -- A clean session ends it.
+      m = assert(mqtt.connect(case.url, { version = case.version, client_id = id, clean = true }))
+      assert.is_false(m.session_present)
+      m:disconnect()
+      other:disconnect()
+    end)
+
+    it("bounds the in-flight window: publishes with wait = false take a slot each", function()
+      local topic = fresh_topic("window")
+      local m = assert(mqtt.connect(case.url, { version = case.version, max_inflight = 4 }))
+      assert(m:subscribe(topic, 1))
+      local most = 0
+      for i = 1, 40 do
+        assert.is_number(m:publish(topic, tostring(i), { qos = i % 2 + 1, wait = false }))
+        most = math.max(most, m:stats().inflight)
+      end
+      assert.are.equal(4, most)
+      assert.is_true(m:flush(5))
+      assert.are.equal(0, m:stats().inflight)
+      for i = 1, 40 do assert.are.equal(tostring(i), assert(m:expect(topic, 5)).payload) end
+      m:disconnect()
+    end)
+  end)
+end
+
+describe("CONNACK refused, in words", function()
+  it("MQTT 3.1.1: bad user name or password", function()
+    local m, err = mqtt.connect(AUTH, { username = USER, password = "wrong" })
+    assert.is_nil(m)
+    assert.are.equal("CONNACK refused: bad user name or password (return code 4)", err)
+  end)
+
+  it("MQTT 3.1.1: not authorized (no user name where one is wanted)", function()
+    local m, err = mqtt.connect(AUTH)
+    assert.is_nil(m)
+    assert.are.equal("CONNACK refused: not authorized (return code 5)", err)
+  end)
+
+  it("MQTT 5.0: the reason code, in words", function()
+    local m, err = mqtt.connect(AUTH, { version = 5, username = USER, password = "wrong" })
+    assert.is_nil(m)
+    assert.are.equal("CONNACK refused: bad user name or password (0x86)", err)
+  end)
+
+  it("the right password is let in", function()
+    local m = assert(mqtt.connect(AUTH, { username = USER, password = PASSWORD }))
+    assert.is_true(m:connected())
+    m:disconnect()
+  end)
+
+  it("no broker at all: nil and the connection's error, once the timeout is over", function()
+    local m, err = mqtt.connect("tcp://127.0.0.1:9", { timeout = 0.5 })
+    assert.is_nil(m)
+    assert.matches("^connect: connection refused", err)
+  end)
+end)
+
+describe("keep-alive", function()
+  it("sends PINGREQ when idle; the script sees no PINGRESP", function()
+    local m = assert(mqtt.connect(TCP, { keepalive = 1 }))
+    local sent = m:stats().connection.sent
+    mw.sleep(2.2)   -- two keep-alive periods: the broker would drop us after 1.5
+    assert.is_true(m:connected())
+    assert.is_true(m:stats().connection.sent >= sent + 2, "PINGREQ went out")
+    assert.are.equal(0, m:stats().inbox)
+    assert.are.same({ nil, "timeout: no message within 0.1 s" }, { m:receive(0.1) })
+    m:disconnect()
+  end)
+end)
+
+-- A server made here that answers CONNECT with `script(peer)`: raw bytes, as a broker
+-- would never send them.
+local function hostile(transport, script)
+  local url = transport == "ws" and "ws://127.0.0.1:0/" or "tcp://127.0.0.1:0"
+  local s = assert(mw.listen(url, transport == "ws" and { protocols = { "mqtt" } } or { framing = "raw" }))
+  local answered = {}
+  s:on_message(function(peer)
+    if answered[peer] then return end
+    answered[peer] = true
+    script(peer)
+  end)
+  return s:url()
+end
+
+local function send(peer, bytes) assert(peer:send(bytes, "binary")) end
+
+local CONNACK = "\x20\x02\x00\x00"
+local function publish(topic, payload)
+  local body = string.pack(">s2", topic) .. payload
+  assert(#body < 128)
+  return "\x30" .. string.char(#body) .. body
+end
+
+for _, transport in ipairs { "ws", "tcp" } do
+  describe("framing over " .. transport, function()
+    it("takes several packets in one message and one packet across several", function()
+      local url = hostile(transport, function(peer)
+        -- CONNACK and two PUBLISH in one message...
+        send(peer, CONNACK .. publish("a", "one") .. publish("b", "two"))
+        -- ...then one PUBLISH of 300 bytes in three pieces, cut inside its two-byte length.
+        local body = string.pack(">s2", "c") .. string.rep("x", 297)
+        local whole = "\x30" .. "\xAC\x02" .. body
+        assert(#body == 300)
+        send(peer, whole:sub(1, 2))
+        send(peer, whole:sub(3, 100))
+        send(peer, whole:sub(101))
+      end)
+      local m = assert(mqtt.connect(url, { keepalive = 0 }))
+      assert.are.equal("one", assert(m:expect("a", 5)).payload)
+      assert.are.equal("two", assert(m:expect("b", 5)).payload)
+      assert.are.equal(string.rep("x", 297), assert(m:expect("c", 5)).payload)
+      m:disconnect()
+    end)
+
+    it("closes the connection on a remaining length longer than 4 bytes; the others go on", function()
+      local bad = hostile(transport, function(peer) send(peer, CONNACK .. "\x30\xFF\xFF\xFF\xFF\x01") end)
+      local m = assert(mqtt.connect(bad, { keepalive = 0 }))
+      local err = m:wait("error", 5)
+      assert.are.equal("MQTT: malformed remaining length (more than 4 bytes)", err)
+      assert.are.same({ nil, err }, { m:publish("x", "y", { qos = 1 }) })
+      -- The process goes on serving its other connections.
+      local good = assert(mqtt.connect(TCP))
+      local topic = fresh_topic("after")
+      assert(good:subscribe(topic, 1))
+      assert(good:publish(topic, "still here", { qos = 1 }))
+      assert.are.equal("still here", assert(good:expect(topic, 5)).payload)
+      good:disconnect()
+    end)
+
+    it("names the field: a topic length that runs past the PUBLISH", function()
+      local bad = hostile(transport, function(peer) send(peer, CONNACK .. "\x30\x03\x01\x2C\x61") end)
+      local m = assert(mqtt.connect(bad, { keepalive = 0 }))
+      assert.are.equal("MQTT PUBLISH: topic name length 300 runs past the end of the packet (1 bytes left)",
+        m:wait("error", 5))
+    end)
+
+    it("refuses a packet larger than max_packet before it arrives whole", function()
+      local bad = hostile(transport, function(peer) send(peer, CONNACK .. "\x30\xFF\xFF\x7F") end)
+      local m = assert(mqtt.connect(bad, { keepalive = 0, max_packet = 1024 }))
+      assert.are.equal("MQTT: remaining length 2097151 is larger than max_packet (1024 bytes)", m:wait("error", 5))
+    end)
+  end)
+end
+
+describe("misuse raises at the caller's line", function()
+  it("names the argument", function()
+    assert.has_error(function() mqtt.connect(TCP, { clientid = "x" }) end,
+      "bad argument #2 to 'mqtt.connect' (unknown option 'opts.clientid')")
+    local m = assert(mqtt.connect(TCP))
+    local ok, err = pcall(m.subscribe, m, "a/#/b")
+    assert.is_false(ok)
+    assert.matches("^examples/protocols/mqtt_test.lua:%d+: bad argument #1 to 'm:subscribe' %(topic filter 'a/#/b': '#' must be a whole level, the last one%)$", err)
+    assert.has_error(function() m:publish("a/+", "x") end)
+    assert.has_error(function() m:publish("a", "x", { qos = 3 }) end,
+      "bad argument #3 to 'm:publish' (qos: 0, 1 or 2 expected, got 3)")
+    m:disconnect()
+  end)
+end)
