@@ -31,7 +31,7 @@ broker() {
     case "$action" in
     start)
         rm -f "$dir/mosquitto.pid"
-        /usr/sbin/mosquitto -d -c "$dir/mosquitto.conf" || return 1
+        /usr/sbin/mosquitto -d -c "$dir/mosquitto.conf" 2>>"$dir/mosquitto.err" || return 1
         for port in $(cat "$dir/ports"); do wait_port "$port" || return 1; done
         ;;
     stop)
@@ -51,6 +51,9 @@ fi
 
 : "${MOONWIRE_BIN:=$(swift build --show-bin-path)/moonwire}"
 MW="$MOONWIRE_BIN"
+# The module as shipped in the binary wins (its searcher runs before package.path);
+# this path serves a binary built before the module was embedded.
+export LUA_PATH="$PWD/Sources/MoonwireLua/resources/modules/?.lua;;"
 dir=$(mktemp -d /tmp/moonwire-mqtt.XXXXXX)
 mock_pid=""
 cleanup() {
@@ -69,7 +72,10 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))'
 read -r tcp_port ws_port auth_port mock_port <<<"$(free_ports 4)"
 echo "$tcp_port $ws_port $auth_port" >"$dir/ports"
 mosquitto_passwd -c -b "$dir/passwd" moonwire s3cret
+# user root: mosquitto started as root would switch to its own user, who cannot write
+# the PID file and the persistence in this root-owned temporary folder.
 cat >"$dir/mosquitto.conf" <<EOF
+user root
 pid_file $dir/mosquitto.pid
 persistence true
 persistence_location $dir/

@@ -395,11 +395,15 @@ local function check_options(opts, allowed, fname)
   end
 end
 
--- mqtt://, mqtts:// are spelled as the core spells them.
+-- mqtt://, mqtts:// are spelled as the core spells them, with MQTT's ports (1883,
+-- 8883) when the URL has none.
 local function transport_url(url)
   local scheme, rest = url:match("^(%a+)://(.*)$")
-  if scheme == "mqtt" then return "tcp://" .. rest, true end
-  if scheme == "mqtts" then return "tls://" .. rest, true end
+  if scheme == "mqtt" or scheme == "mqtts" then
+    local host, tail = rest:match("^([^/]*)(.*)$")
+    if not host:find(":%d+$") then host = host .. (scheme == "mqtt" and ":1883" or ":8883") end
+    return (scheme == "mqtt" and "tcp://" or "tls://") .. host .. tail, true
+  end
   if scheme == "tcp" or scheme == "tls" then return url, true end
   if scheme == "ws" or scheme == "wss" then return url, false end
   return nil
@@ -433,14 +437,17 @@ local function connect_packet(self)
 end
 
 -- Runs the script's on_<event> handlers, then resumes the coroutines in m:wait(event).
--- True when the script had a handler (an error without one is logged).
+-- True when the script heard it (an error nobody heard is logged).
 local function handlers(self, event, ...)
   local list = self.handlers[event]
   if list then
     for _, fn in ipairs(list) do fn(self, ...) end
   end
   local waiters = self.event_waiters[event]
-  if waiters and next(waiters) then settle_all(waiters, ...) end
+  if waiters and next(waiters) then
+    settle_all(waiters, ...)
+    return true
+  end
   return list ~= nil
 end
 
@@ -453,7 +460,8 @@ local function fail(self, err)
   self.last_error = err
   self.reader.stopped = true
   self.conn:close(self.ws and 1002 or 1000, #err <= 123 and err or err:sub(1, 120) .. "...")
-  if not handlers(self, "error", err) then mw.log.warn(("mqtt %s: %s"):format(self.url, err)) end
+  -- Before the first CONNACK, mqtt.connect returns the error itself.
+  if not handlers(self, "error", err) and self.connects > 0 then mw.log.warn(("mqtt %s: %s"):format(self.url, err)) end
   settle_all(self.waiting, nil, err)
 end
 
@@ -571,7 +579,7 @@ local function on_connack(self, r, flags)
   end
   local present = ack_flags & 1 == 1
   self.session = true
-  self.session_present = present
+  self.session_present, self.return_code = present, code
   self.connack = props
   if props.assigned_client_identifier then self.client_id = props.assigned_client_identifier end
   if props.receive_maximum then self.window = math.min(self.max_inflight, props.receive_maximum) end
@@ -828,7 +836,8 @@ function M.connect(url, opts)
   self.window = self.max_inflight
   for _, k in ipairs { "keepalive", "max_inflight", "max_packet", "inbox" } do
     local v = opts[k]
-    if v ~= nil and (math.type(v) ~= "integer" or v < (k == "keepalive" and 0 or 1)) then
+    if v ~= nil and (math.type(v) ~= "integer" or v < (k == "keepalive" and 0 or 1)
+        or (k == "keepalive" or k == "max_inflight") and v > 65535 or v > MAX_REMAINING) then
       misuse("bad argument #2 to 'mqtt.connect' (opts.%s: a %s integer expected, got %s)", k,
         k == "keepalive" and "non-negative" or "positive", tostring(v))
     end
@@ -932,7 +941,7 @@ end
 
 local function usable(self)
   if self.failed then return nil, self.failed end
-  if self.closed then return nil, "closed" end
+  if self.closed or self.disconnecting then return nil, "closed" end
   return true
 end
 
