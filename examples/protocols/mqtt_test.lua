@@ -280,6 +280,93 @@ for _, transport in ipairs { "ws", "tcp" } do
   end)
 end
 
+-- The packets of one TCP read, each whole (they are short: a one-byte length).
+local function packets(chunk)
+  local pos = 1
+  return function()
+    if pos > #chunk then return nil end
+    local length = chunk:byte(pos + 1)
+    assert(length < 128)
+    local p = chunk:sub(pos, pos + 1 + length)
+    pos = pos + 2 + length
+    return p
+  end
+end
+
+-- The wire, checked byte by byte by a server made here: what a reconnect sends again.
+describe("in-flight retry on reconnect", function()
+  it("sends an unacknowledged PUBLISH again with DUP and the same id, and a QoS 2 as PUBREL", function()
+    local s = assert(mw.listen("tcp://127.0.0.1:0", { framing = "raw" }))
+    local dials, seen = 0, {}
+    s:on_connect(function() dials = dials + 1 end)
+    s:on_message(function(peer, chunk) for bytes in packets(chunk) do
+      local kind, flags = bytes:byte(1) >> 4, bytes:byte(1) & 15
+      if kind == 1 then   -- CONNECT: the second time, the session is still here
+        send(peer, dials == 1 and CONNACK or "\x20\x02\x01\x00")
+      elseif kind == 3 then
+        local topic, pos = string.unpack(">s2", bytes, 3)
+        local id = string.unpack(">I2", bytes, pos)
+        seen[#seen + 1] = ("%d PUBLISH %s id %d qos %d%s"):format(dials, topic, id, (flags >> 1) & 3,
+          flags & 8 ~= 0 and " DUP" or "")
+        -- The first time only the QoS 2 one is answered (PUBREC); the second time both.
+        if topic == "two" then
+          send(peer, "\x50\x02" .. string.pack(">I2", id))                             -- PUBREC
+        elseif dials == 2 then
+          send(peer, "\x40\x02" .. string.pack(">I2", id))                             -- PUBACK
+        end
+      elseif kind == 6 then
+        local id = string.unpack(">I2", bytes, 3)
+        seen[#seen + 1] = ("%d PUBREL id %d"):format(dials, id)
+        if dials == 1 then
+          peer:abort()                                                                    -- gone
+        else
+          send(peer, "\x70\x02" .. string.pack(">I2", id))                             -- PUBCOMP
+        end
+      end
+    end end)
+    local m = assert(mqtt.connect(s:url(), { keepalive = 0, reconnect = { initial = 0.05, jitter = 0 } }))
+    local one = m:publish("one", "x", { qos = 1, wait = false })
+    local two = m:publish("two", "y", { qos = 2, wait = false })
+    local back = assert(m:wait("reconnect", 5))
+    assert.is_true(back.session_present)
+    assert.are.equal(2, back.resent)
+    assert.is_true(m:flush(5))
+    assert.are.same({
+      ("1 PUBLISH one id %d qos 1"):format(one), ("1 PUBLISH two id %d qos 2"):format(two),
+      ("1 PUBREL id %d"):format(two),
+      ("2 PUBLISH one id %d qos 1 DUP"):format(one), ("2 PUBREL id %d"):format(two),
+    }, seen)
+    m:disconnect()
+  end)
+
+  it("delivers a QoS 2 message once, however often the broker sends it before PUBREL", function()
+    local s = assert(mw.listen("ws://127.0.0.1:0/", { protocols = { "mqtt" } }))
+    local acks = {}
+    s:on_message(function(peer, bytes)
+      local kind = bytes:byte(1) >> 4
+      if kind == 1 then
+        local body = string.pack(">s2I2", "q2", 7) .. "once"
+        local publish = "\x34" .. string.char(#body) .. body
+        local dup = "\x3C" .. string.char(#body) .. body
+        send(peer, CONNACK .. publish .. dup .. dup)
+      elseif kind == 5 then
+        acks[#acks + 1] = "PUBREC"
+        if #acks == 3 then send(peer, "\x62\x02\x00\x07" .. publish("end", "")) end    -- PUBREL 7
+      elseif kind == 7 then
+        acks[#acks + 1] = "PUBCOMP"
+        send(peer, publish("done", ""))
+      end
+    end)
+    local m = assert(mqtt.connect(s:url(), { keepalive = 0 }))
+    assert.are.equal("once", assert(m:expect("q2", 5)).payload)
+    assert(m:expect("end", 5))
+    assert(m:expect("done", 5))
+    assert.are.equal(0, m:stats().inbox, "delivered once")
+    assert.are.same({ "PUBREC", "PUBREC", "PUBREC", "PUBCOMP" }, acks)
+    m:disconnect()
+  end)
+end)
+
 describe("misuse raises at the caller's line", function()
   it("names the argument", function()
     assert.has_error(function() mqtt.connect(TCP, { clientid = "x" }) end,
