@@ -22,7 +22,7 @@ if [ "${1:-}" = "--test" ]; then
     command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
     # jq reads figures out of --summary-json files, as a CI script would.
     command -v jq >/dev/null 2>&1 || need+=(jq)
-    # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua.
+    # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua and moonwire.mqtt.
     [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
     # Its real clients, against moonwire's MQTT broker stub (scripts/protocols/mqtt.sh).
     [ -x /usr/bin/mosquitto_sub ] || need+=(mosquitto-clients)

@@ -2,13 +2,14 @@
 # require "moonwire.mqtt" against real MQTT peers:
 #  1. Debian's mosquitto on free loopback ports (TCP, WebSocket, and a TCP listener that
 #     wants a user name and password), with persistence: examples/mqtt_bot.lua over both
-#     transports, then `moonwire test examples/protocols/mqtt_test.lua` (MQTT 3.1.1 and 5.0,
-#     QoS 0/1/2 both ways, wildcards, retained, refused CONNACK, bad packets from a hostile
-#     server) and examples/protocols/mqtt_reconnect_test.lua (mosquitto stopped and started
-#     again on the same ports under the clients: sessions restored, nothing lost at QoS 1).
+#     transports, examples/mqtt_ws.lua, `moonwire test examples/protocols/mqtt_test.lua`
+#     (MQTT 3.1.1 and 5.0, QoS 0/1/2 both ways, wildcards, retained, refused CONNACK, bad
+#     packets from hostile servers) and examples/protocols/mqtt_reconnect_test.lua
+#     (mosquitto stopped and started again on the same ports under the clients: sessions
+#     restored, nothing lost at QoS 1).
 #  2. moonwire's broker stub (examples/mqtt_mock.lua) against the real clients
 #     mosquitto_sub and mosquitto_pub: retained, QoS 0 and 1 routing through wildcards.
-# Stops what it started by PID; exits non-zero on any failure. About 10 s.
+# Stops what it started by PID; exits non-zero on any failure. About 15 s.
 #
 # usage: MOONWIRE_BIN=PATH scripts/protocols/mqtt.sh
 #        scripts/protocols/mqtt.sh broker start|stop DIR   (the reconnect test's hooks)
@@ -109,6 +110,11 @@ for url in "$MQTT_WS_URL" "$MQTT_TCP_URL"; do
     expected=$'subscribed to moonwire/bot/chat/+ at QoS 2\nmoonwire/bot/chat/hello\thello at QoS 0\tqos 0\nmoonwire/bot/chat/ack\tacknowledged at QoS 1\tqos 1\nmoonwire/bot/chat/once\texactly once at QoS 2\tqos 2\nmoonwire/bot/chat/reply\tpong to ping\nretained: moonwire/bot/status\tonline\t(retain)\ndone'
     [ "$out" = "$expected" ] || { fail "mqtt_bot.lua $url printed:"; echo "$out" >&2; cat "$dir/bot.err" >&2; }
 done
+
+step "examples/mqtt_ws.lua (each packet that answered, one line each)"
+out=$("$MW" run examples/mqtt_ws.lua "$MQTT_WS_URL" moonwire/ws 2>"$dir/ws.err")
+expected=$'CONNACK\t0\nSUBACK\t1\nPUBLISH\tmoonwire/ws\thello at QoS 0\tqos 0\nPUBACK\t2\nPUBLISH\tmoonwire/ws\thello at QoS 1\tqos 1'
+[ "$out" = "$expected" ] || { fail "mqtt_ws.lua printed:"; echo "$out" >&2; cat "$dir/ws.err" >&2; }
 
 step "examples/protocols/mqtt_test.lua"
 "$MW" test examples/protocols/mqtt_test.lua || fail "mqtt_test.lua"
