@@ -280,6 +280,35 @@ for _, transport in ipairs { "ws", "tcp" } do
   end)
 end
 
+describe("the broker stub over WebSocket (mqtt.broker)", function()
+  it("routes by wildcard at QoS 0 and 1, keeps retained messages, tells who did what", function()
+    local b = assert(mqtt.broker("ws://127.0.0.1:0/"))
+    local seen = {}
+    b:on_subscribe(function(_, filter, qos) seen[#seen + 1] = ("subscribe %s qos %d"):format(filter, qos) end)
+    b:on_publish(function(msg) seen[#seen + 1] = ("publish %s %s"):format(msg.topic, msg.payload) end)
+    b:publish("home/status", "up", { retain = true })
+    local a = assert(mqtt.connect(b:url(), { client_id = "a" }))
+    local five = assert(mqtt.connect(b:url(), { client_id = "five", version = 5 }))
+    assert.are.equal(1, a:subscribe("home/#", 1))
+    assert.are.equal(0, five:subscribe("home/+/temp"))
+    assert.is_true(five:publish("home/kitchen/temp", "21", { qos = 1 }))
+    assert.is_true(five:publish("home/door", "open", { qos = 2 }))
+    local got = {}
+    for msg in a:messages("home/#", 1) do
+      got[#got + 1] = ("%s %s qos %d%s"):format(msg.topic, msg.payload, msg.qos, msg.retain and " retain" or "")
+      if #got == 3 then break end
+    end
+    assert.are.same({ "home/status up qos 0 retain", "home/kitchen/temp 21 qos 1", "home/door open qos 1" }, got)
+    local mine = assert(five:expect("home/kitchen/temp", 5))
+    assert.are.equal(0, mine.qos, "delivered at the subscription's QoS")
+    assert.are.same({ "a", "five" }, b:clients())
+    assert.are.same({ "publish home/status up", "subscribe home/# qos 1", "subscribe home/+/temp qos 0",
+      "publish home/kitchen/temp 21", "publish home/door open" }, seen)
+    a:disconnect()
+    five:disconnect()
+  end)
+end)
+
 -- The packets of one TCP read, each whole (they are short: a one-byte length).
 local function packets(chunk)
   local pos = 1

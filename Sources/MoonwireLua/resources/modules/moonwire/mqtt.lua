@@ -256,7 +256,7 @@ local function feed(st, chunk, on_packet)
   local pos, n = 1, #s
   while n - pos + 1 >= 2 do
     local first = sbyte(s, pos)
-    local length, mult, i, b = 0, 1, pos + 1, nil
+    local length, mult, i, b = 0, 1, pos + 1
     repeat
       b = sbyte(s, i)
       if not b then break end
@@ -562,7 +562,7 @@ local function announce(self)
   if self.connect_waiter then settle(self.connect_waiter, true) end
 end
 
-local function on_connack(self, r, flags)
+local function on_connack(self, r)
   if self.session then
     return fail(self, "MQTT CONNACK: a second CONNACK on one connection")
   end
@@ -1241,7 +1241,7 @@ local function route(b, topic, payload, qos, retain, from)
   for _, handler in ipairs(b.handlers.publish) do
     handler({ topic = topic, payload = payload, qos = qos, retain = retain, client_id = from and from.client_id })
   end
-  for peer, s in pairs(b.sessions) do
+  for _, s in pairs(b.sessions) do
     if s.connected then
       local best
       for _, sub in pairs(s.subs) do
