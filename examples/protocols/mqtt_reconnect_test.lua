@@ -1,8 +1,9 @@
 -- require "moonwire.mqtt" across a broker restart: mosquitto (with persistence) is
 -- stopped under two clients and started again on the same ports.
 --  * "kept" (WebSocket, MQTT 3.1.1, clean = false, QoS 1): the broker keeps its session;
---    what was published while it was away, and its own publish made while the broker
---    was down, all arrive once it is back: nothing lost at QoS 1.
+--    what was published while it was away, its own publish made while the broker was
+--    down, and a stream of 50 under way across the restart all arrive once it is back:
+--    nothing lost at QoS 1.
 --  * "fresh" (TCP, MQTT 5.0, clean session): the broker forgot it; the module
 --    re-subscribes by itself and says so in the reconnect event.
 -- scripts/protocols/mqtt.sh runs it, with the commands that stop and start the broker:
@@ -32,6 +33,16 @@ describe("a broker restart", function()
     assert(kept:publish(kept_topic .. "/0", "before", { qos = 1 }))
     assert.are.equal("before", assert(kept:expect(kept_topic .. "/0", 5)).payload)
 
+    -- A stream of 50 QoS 1 messages from the fresh client to the kept one, under way
+    -- while the broker goes down: a coroutine of its own, which waits for a slot in the
+    -- in-flight window (20) and goes on after the reconnect.
+    local streamed = false
+    mw.spawn(function()
+      for i = 1, 50 do assert(fresh:publish(kept_topic .. "/stream", tostring(i), { qos = 1, wait = false })) end
+      assert(fresh:flush(20))
+      streamed = true
+    end)
+
     assert(os.execute(STOP))
     for _, m in ipairs { kept, fresh } do
       if m:connected() then assert(m:wait("close", 5)) end
@@ -60,6 +71,19 @@ describe("a broker restart", function()
     assert.are.equal("published while it was away", assert(kept:expect(kept_topic .. "/2", 5)).payload)
     assert.is_true(kept:flush(5))
     assert.are.equal(1, kept:stats().reconnects)
+
+    -- Every one of the 50 arrives (at least once: QoS 1 may repeat one the broker had
+    -- not acknowledged when it went down).
+    local got, distinct = {}, 0
+    while distinct < 50 do
+      local msg = assert(kept:expect(kept_topic .. "/stream", 5))
+      if not got[msg.payload] then
+        got[msg.payload] = true
+        distinct = distinct + 1
+      end
+    end
+    for i = 1, 50 do assert.is_true(got[tostring(i)]) end
+    if not streamed then assert(fresh:flush(5)) end
 
     -- The fresh client's subscription is the broker's again: a message reaches it.
     assert(kept:publish(fresh_topic, "after the restart", { qos = 1 }))
