@@ -194,15 +194,20 @@ describe("CONNACK refused, in words", function()
 end)
 
 describe("keep-alive", function()
-  it("sends PINGREQ when idle; the script sees no PINGRESP", function()
-    local m = assert(mqtt.connect(TCP, { keepalive = 1 }))
-    local sent = m:stats().connection.sent
-    mw.sleep(2.2)   -- two keep-alive periods: the broker would drop us after 1.5
-    assert.is_true(m:connected())
-    assert.is_true(m:stats().connection.sent >= sent + 2, "PINGREQ went out")
-    assert.are.equal(0, m:stats().inbox)
-    assert.are.same({ nil, "timeout: no message within 0.1 s" }, { m:receive(0.1) })
-    m:disconnect()
+  it("sends PINGREQ when idle, mosquitto and the broker stub answer; the script sees no PINGRESP", function()
+    local stub = assert(mqtt.broker("ws://127.0.0.1:0/"))
+    local clients = { assert(mqtt.connect(TCP, { keepalive = 1 })), assert(mqtt.connect(stub:url(), { keepalive = 1 })) }
+    local sent = {}
+    for i, m in ipairs(clients) do sent[i] = m:stats().connection.sent end
+    mw.sleep(2.2)   -- two keep-alive periods: mosquitto would drop a silent client after 1.5
+    for i, m in ipairs(clients) do
+      assert.is_true(m:connected())
+      assert.is_true(m:stats().connection.sent >= sent[i] + 2, "PINGREQ went out")
+      assert.are.equal(0, m:stats().reconnects)
+      assert.are.equal(0, m:stats().inbox)
+      assert.are.same({ nil, "timeout: no message within 0.1 s" }, { m:receive(0.1) })
+      m:disconnect()
+    end
   end)
 end)
 

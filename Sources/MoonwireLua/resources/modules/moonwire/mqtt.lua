@@ -1210,8 +1210,8 @@ function Client:drain(timeout) return self.conn:drain(timeout) end
 local Broker = {}
 Broker.__index = Broker
 
-local BROKER_OPTIONS = { users = "table", retained = "number", max_packet = "number", tls = "table",
-  heartbeat = "table|boolean", queue = "table" }
+local BROKER_OPTIONS = { users = "table", retained = "number", subscriptions = "number", max_packet = "number",
+  tls = "table", heartbeat = "table|boolean", queue = "table" }
 
 -- Every MQTT packet is a binary message (a WebSocket text frame would be refused).
 local function send(peer, bytes) return peer:send(bytes, "binary") end
@@ -1308,7 +1308,10 @@ local function broker_packet(b, peer, s, kind, flags, r)
       local filter = r:str("topic filter")
       local options = r:u8("subscription options")
       local ok, levels = pcall(check_filter, filter, "SUBSCRIBE")
-      if ok then
+      if ok and not s.subs[filter] and s.sub_count >= b.sub_limit then
+        codes[#codes + 1] = schar(s.version == 5 and 0x97 or 0x80)   -- quota exceeded
+      elseif ok then
+        if not s.subs[filter] then s.sub_count = s.sub_count + 1 end
         local qos = math.min(options & 3, 1)
         s.subs[filter] = { qos = qos, match = filter_matcher(filter, levels) }
         codes[#codes + 1] = schar(qos)
@@ -1332,6 +1335,7 @@ local function broker_packet(b, peer, s, kind, flags, r)
     repeat
       local filter = r:str("topic filter")
       codes[#codes + 1] = schar(s.subs[filter] and 0 or 0x11)
+      if s.subs[filter] then s.sub_count = s.sub_count - 1 end
       s.subs[filter] = nil
     until r:left() == 0
     send(peer, packet(T.UNSUBACK, 0, spack(">I2", id) .. (s.version == 5 and "\0" .. concat(codes) or "")))
@@ -1351,7 +1355,8 @@ end
 -- mqtt.broker(url [, opts]) -> broker | nil, err. url: "tcp://127.0.0.1:0" or
 -- "ws://127.0.0.1:0/" (subprotocol mqtt). opts: users = { name = password }
 -- (refuses others with "bad user name or password"), retained (how many retained
--- messages it keeps, default 1000), max_packet (default 1 MiB).
+-- messages it keeps, default 1000), subscriptions (per client, default 1000; more are
+-- refused in the SUBACK), max_packet (default 1 MiB).
 function M.broker(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mqtt.broker", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mqtt.broker", "table", opts) end
@@ -1366,10 +1371,12 @@ function M.broker(url, opts)
   local server, err = mw.listen(target, lopts)
   if not server then return nil, err end
   local b = setmetatable({ server = server, users = opts.users, retained = {}, retained_count = 0,
-    retained_limit = opts.retained or 1000, sessions = {}, handlers = { publish = {}, subscribe = {}, connect = {} },
+    retained_limit = opts.retained or 1000, sub_limit = opts.subscriptions or 1000, sessions = {},
+    handlers = { publish = {}, subscribe = {}, connect = {} },
     max_packet = opts.max_packet or 1024 * 1024 }, Broker)
   server:on_connect(function(peer)
-    local s = { reader = { parts = {}, have = 0, need = 0, max_packet = b.max_packet }, subs = {}, next_id = 0, version = 4 }
+    local s = { reader = { parts = {}, have = 0, need = 0, max_packet = b.max_packet }, subs = {}, sub_count = 0,
+                next_id = 0, version = 4 }
     function s.send_publish(topic, payload, qos, retain)
       local flags = qos << 1 | (retain and 1 or 0)
       local id = ""
