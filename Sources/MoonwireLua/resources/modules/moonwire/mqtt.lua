@@ -19,7 +19,8 @@ local mw = require "moonwire"
 local M = {}
 local spawn = mw.spawn
 
-local spack, sunpack, schar, sbyte, ssub, concat = string.pack, string.unpack, string.char, string.byte, string.sub, table.concat
+local spack, sunpack, schar, sbyte, ssub = string.pack, string.unpack, string.char, string.byte, string.sub
+local concat = table.concat
 
 -- Packet types, by number and by name; declared once.
 local TYPES = { "CONNECT", "CONNACK", "PUBLISH", "PUBACK", "PUBREC", "PUBREL", "PUBCOMP",
@@ -554,7 +555,8 @@ local function announce(self)
   if info.reconnects > 0 then
     mw.log.info(("mqtt %s: reconnected, %s; %d in-flight publish%s sent again"):format(self.url,
       info.session_present and "session present (the broker kept the subscriptions)"
-        or ("session not present: re-subscribed %d filter%s"):format(info.resubscribed, info.resubscribed == 1 and "" or "s"),
+        or ("session not present: re-subscribed %d filter%s"):format(info.resubscribed,
+          info.resubscribed == 1 and "" or "s"),
       info.resent, info.resent == 1 and "" or "es"))
     handlers(self, "reconnect", info)
   end
@@ -763,7 +765,8 @@ local function client_packet(self, kind, flags, s, first, last)
     return fail(self, "MQTT: the broker sent an AUTH packet, which MQTT 3.1.1 does not have")
   end
   if kind ~= T.PUBLISH and flags ~= (REQUIRED_FLAGS[kind] or 0) then
-    return fail(self, ("MQTT %s: fixed header flags are 0x%X, must be 0x%X"):format(name, flags, REQUIRED_FLAGS[kind] or 0))
+    return fail(self, ("MQTT %s: fixed header flags are 0x%X, must be 0x%X")
+      :format(name, flags, REQUIRED_FLAGS[kind] or 0))
   end
   if kind ~= T.CONNACK and not self.session then
     return fail(self, ("MQTT: the broker sent %s before CONNACK"):format(name))
@@ -803,7 +806,8 @@ function M.connect(url, opts)
   check_options(opts, CONNECT_OPTIONS, "mqtt.connect")
   local target, tcp = transport_url(url)
   if not target then
-    misuse("bad argument #1 to 'mqtt.connect' (an ws://, wss://, tcp://, tls://, mqtt:// or mqtts:// URL expected, got '%s')", url)
+    misuse("bad argument #1 to 'mqtt.connect' (a ws://, wss://, tcp://, tls://, mqtt:// or mqtts:// URL expected,"
+      .. " got '%s')", url)
   end
   local version = opts.version or 4
   if version == 3 then version = 4 end
@@ -812,7 +816,9 @@ function M.connect(url, opts)
   end
   if opts.will then
     local w = opts.will
-    if type(w.topic) ~= "string" then misuse("bad argument #2 to 'mqtt.connect' (opts.will.topic: string expected, got %s)", type(w.topic)) end
+    if type(w.topic) ~= "string" then
+      misuse("bad argument #2 to 'mqtt.connect' (opts.will.topic: string expected, got %s)", type(w.topic))
+    end
     if w.qos ~= nil and w.qos ~= 0 and w.qos ~= 1 and w.qos ~= 2 then
       misuse("bad argument #2 to 'mqtt.connect' (opts.will.qos: 0, 1 or 2 expected)")
     end
@@ -831,7 +837,8 @@ function M.connect(url, opts)
     inbox_limit = opts.inbox or 1000,
     handlers = {}, subs = {}, ids = {}, last_id = 0, pending = {}, resubscribing = {},
     inflight = {}, order = {}, inflight_count = 0, incoming = {}, window_waiters = {}, expecting = {},
-    waiting = {}, event_waiters = {}, inbox = { head = 1, tail = 0 }, dropped = 0, received = 0, published = 0, connects = 0,
+    waiting = {}, event_waiters = {}, inbox = { head = 1, tail = 0 },
+    dropped = 0, received = 0, published = 0, connects = 0,
   }, Client)
   self.window = self.max_inflight
   for _, k in ipairs { "keepalive", "max_inflight", "max_packet", "inbox" } do
@@ -980,7 +987,8 @@ function Client:subscribe(filter, opts, fn)
   local sub = { filter = filter, qos = qos, opts = opts, handler = fn, match = filter_matcher(filter, levels) }
   local id = next_id(self)
   if not id then return nil, "no packet identifier free (65535 in use)" end
-  local codes, why = request(self, "m:subscribe", id, self:subscribe_packet(id, sub), opts.timeout or self.timeout, "SUBACK")
+  local codes, why = request(self, "m:subscribe", id, self:subscribe_packet(id, sub), opts.timeout or self.timeout,
+    "SUBACK")
   if not codes then return nil, why end
   local code = codes[1]
   if code >= 0x80 then
@@ -1118,7 +1126,9 @@ function Client:expect(match, timeout)
   if match ~= nil and type(match) ~= "string" and type(match) ~= "function" then
     bad_argument(1, "m:expect", "topic filter or function", match)
   end
-  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then bad_argument(2, "m:expect", "number", timeout) end
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
+    bad_argument(2, "m:expect", "number", timeout)
+  end
   local m = message_matcher(match, "m:expect")
   local msg = take_inbox(self, m)
   if msg then return msg end
@@ -1384,7 +1394,7 @@ function M.broker(url, opts)
         s.next_id = s.next_id % 65535 + 1
         id = spack(">I2", s.next_id)
       end
-      send(peer, packet(T.PUBLISH, flags, spack(">s2", topic) .. id .. (s.version == 5 and "\0" or "") .. payload), "binary")
+      send(peer, packet(T.PUBLISH, flags, spack(">s2", topic) .. id .. (s.version == 5 and "\0" or "") .. payload))
     end
     b.sessions[peer] = s
   end)
@@ -1409,7 +1419,9 @@ function M.broker(url, opts)
   server:on_close(function(peer)
     local s = b.sessions[peer]
     b.sessions[peer] = nil
-    if s and s.connected and s.will then route(b, s.will.topic, s.will.payload, math.min(s.will.qos, 1), s.will.retain, s) end
+    if s and s.connected and s.will then
+      route(b, s.will.topic, s.will.payload, math.min(s.will.qos, 1), s.will.retain, s)
+    end
   end)
   return b
 end
