@@ -148,6 +148,30 @@ for _, case in ipairs {
   end)
 end
 
+describe("MQTT 5.0 properties and subscription options", function()
+  it("carries publish properties through mosquitto, and no_local keeps our own messages from us", function()
+    local topic = fresh_topic("props")
+    local a = assert(mqtt.connect(TCP, { version = 5 }))
+    local b = assert(mqtt.connect(WS, { version = 5 }))
+    assert(a:subscribe(topic, { qos = 1, no_local = true }))
+    assert(b:subscribe(topic, { qos = 1 }))
+    assert(a:publish(topic, "{}", { qos = 1, properties = {
+      content_type = "application/json", response_topic = topic .. "/reply", correlation_data = "\0\1\2",
+      user_property = { { "trace", "42" } }, message_expiry_interval = 60 } }))
+    local msg = assert(b:expect(topic, 5))
+    assert.are.equal("application/json", msg.properties.content_type)
+    assert.are.equal(topic .. "/reply", msg.properties.response_topic)
+    assert.are.equal("\0\1\2", msg.properties.correlation_data)
+    assert.are.same({ { "trace", "42" } }, msg.properties.user_property)
+    assert(b:publish(topic, "from b", { qos = 1 }))
+    -- a hears b's message but never its own.
+    assert.are.equal("from b", assert(a:expect(topic, 5)).payload)
+    assert.are.equal(0, a:stats().inbox)
+    a:disconnect()
+    b:disconnect()
+  end)
+end)
+
 describe("CONNACK refused, in words", function()
   -- mosquitto 2.0 answers a wrong password with "not authorized", as it does a
   -- missing user name.
