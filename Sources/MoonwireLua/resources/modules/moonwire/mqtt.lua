@@ -483,6 +483,31 @@ local function next_id(self)
   return nil
 end
 
+-- Handlers run in coroutines of their own, so that they may wait. A coroutine that
+-- ran its handler to the end parks in the client's pool (at most IDLE_RUNNERS) and
+-- runs the next one: a new coroutine for each message cost more than a short handler
+-- (measured: 1.3 of 3.3 us per received message).
+local IDLE_RUNNERS = 16
+
+local function runner(idle, fn, a, b)
+  while true do
+    fn(a, b)
+    if #idle >= IDLE_RUNNERS then return end
+    idle[#idle + 1] = coroutine.running()
+    fn, a, b = coroutine.yield()
+  end
+end
+
+local function run_handler(self, fn, a, b)
+  local idle = self.idle
+  local n = #idle
+  if n == 0 then return spawn(runner, idle, fn, a, b) end
+  local co = idle[n]
+  idle[n] = nil
+  local ok, err = coroutine.resume(co, fn, a, b)
+  if not ok then error(err, 0) end
+end
+
 local function deliver(self, msg)
   self.received = self.received + 1
   local topic, routed = msg.topic, false
@@ -490,7 +515,7 @@ local function deliver(self, msg)
     if sub.handler and sub.match(topic) then
       routed = true
       -- A coroutine each, so that a handler may wait (publish at QoS 1, expect).
-      spawn(sub.handler, msg, self)
+      run_handler(self, sub.handler, msg, self)
     end
   end
   if routed then return end
@@ -503,7 +528,7 @@ local function deliver(self, msg)
   end
   local on_message = self.handlers.message
   if on_message then
-    for _, fn in ipairs(on_message) do spawn(fn, self, msg) end
+    for _, fn in ipairs(on_message) do run_handler(self, fn, self, msg) end
     return
   end
   local q = self.inbox
@@ -775,7 +800,11 @@ local function client_packet(self, kind, flags, s, first, last)
   if not handler then
     return fail(self, ("MQTT: the broker sent an %s packet, which this client does not support"):format(name))
   end
-  local ok, err = pcall(handler, self, reader(s, first, last, name), flags)
+  -- One reader per client, reused: no handler keeps it past its packet.
+  local r = self.packet_reader
+  r.s, r.pos, r.stop, r.name = s, first, last, name
+  local ok, err = pcall(handler, self, r, flags)
+  r.s = nil
   if not ok then
     if getmetatable(err) == MALFORMED then return fail(self, err.text) end
     error(err, 0)
@@ -835,7 +864,7 @@ function M.connect(url, opts)
     max_inflight = opts.max_inflight or 20, max_packet = opts.max_packet or 16 * 1024 * 1024,
     session_expiry = opts.session_expiry or (clean and 0 or 0xFFFFFFFF),
     inbox_limit = opts.inbox or 1000,
-    handlers = {}, subs = {}, ids = {}, last_id = 0, pending = {}, resubscribing = {},
+    handlers = {}, idle = {}, subs = {}, ids = {}, last_id = 0, pending = {}, resubscribing = {},
     inflight = {}, order = {}, inflight_count = 0, incoming = {}, window_waiters = {}, expecting = {},
     waiting = {}, event_waiters = {}, inbox = { head = 1, tail = 0 },
     dropped = 0, received = 0, published = 0, connects = 0,
@@ -881,12 +910,14 @@ function M.connect(url, opts)
       end)
     end
   end)
+  self.packet_reader = reader("", 1, 0, "")
+  local function on_packet(kind, flags, s, first, last)
+    client_packet(self, kind, flags, s, first, last)
+    if self.failed then self.reader.stopped = true end
+  end
   c:on_message(function(_, chunk)
     if self.failed then return end
-    local ok, err = feed(self.reader, chunk, function(kind, flags, s, first, last)
-      client_packet(self, kind, flags, s, first, last)
-      if self.failed then self.reader.stopped = true end
-    end)
+    local ok, err = feed(self.reader, chunk, on_packet)
     if not ok then fail(self, err) end
   end)
   c:on_error(function(_, err)
