@@ -56,10 +56,10 @@ MW="$MOONWIRE_BIN"
 # this path serves a binary built before the module was embedded.
 export LUA_PATH="$PWD/Sources/MoonwireLua/resources/modules/?.lua;;"
 dir=$(mktemp -d /tmp/moonwire-mqtt.XXXXXX)
-mock_pid=""
+mock_pid="" sub1="" sub2=""
 cleanup() {
     broker stop "$dir"
-    [ -n "$mock_pid" ] && kill "$mock_pid" 2>/dev/null && wait "$mock_pid" 2>/dev/null
+    for pid in $mock_pid $sub1 $sub2; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -141,6 +141,7 @@ mosquitto_pub -h 127.0.0.1 -p "$mock_port" -t mock/kitchen/temp -m 21.5 -q 1 || 
 mosquitto_pub -h 127.0.0.1 -p "$mock_port" -t mock/door -m open || fail "mosquitto_pub QoS 0"
 wait $sub1 || fail "mosquitto_sub mock/# ended with $?"
 wait $sub2 || fail "mosquitto_sub mock/+/temp ended with $?"
+sub1="" sub2=""
 expected1=$'mock/status up\nmock/kitchen/temp 21.5\nmock/door open'
 [ "$(cat "$dir/sub1.out")" = "$expected1" ] || { fail "mosquitto_sub mock/# got:"; cat "$dir/sub1.out" >&2; }
 [ "$(cat "$dir/sub2.out")" = "mock/kitchen/temp 21.5" ] || { fail "mosquitto_sub mock/+/temp got:"; cat "$dir/sub2.out" >&2; }
