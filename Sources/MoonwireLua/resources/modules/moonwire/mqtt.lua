@@ -715,7 +715,9 @@ dispatch[T.PUBCOMP] = function(self, r)
   local code = ack_reason(self, r)
   local f = self.inflight[id]
   if not f or f.qos ~= 2 then return end
-  if code >= 0x80 then return finish_publish(self, id, nil, "PUBCOMP: " .. reason_text(code)) end
+  -- "Packet identifier not found" answers a PUBREL sent again to a broker that lost
+  -- the session: it had the message (its PUBREC said so), the flow is over.
+  if code >= 0x80 and code ~= 0x92 then return finish_publish(self, id, nil, "PUBCOMP: " .. reason_text(code)) end
   finish_publish(self, id, true)
 end
 
