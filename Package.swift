@@ -92,6 +92,7 @@ let package = Package(
                 // The protocol modules (BundledModules.swift lists them for require).
                 .embedInCode("resources/modules/moonwire/socketio.lua"),
                 .embedInCode("resources/modules/moonwire/graphql_ws.lua"),
+                .embedInCode("resources/modules/moonwire/mqtt.lua"),
                 .embedInCode("resources/modules/moonwire/ocpp.lua"),
                 .embedInCode("resources/modules/moonwire/stomp.lua"),
             ],
