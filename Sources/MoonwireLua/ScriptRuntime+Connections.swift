@@ -281,7 +281,9 @@ extension ScriptRuntime {
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if finished { connectionsEnded() } else if !isAlive { finish(shutdownCode ?? 0) }
+        // Inside a call into Lua (a TCP c:close() ends its connection before it returns),
+        // the script may still start a timer: the call's end decides (callIntoLua).
+        if finished { connectionsEnded() } else if !isAlive && callDepth == 0 { finish(shutdownCode ?? 0) }
     }
 }
 

@@ -259,7 +259,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     /// Calls into Lua in progress (a Swift function that Lua called may call in again).
-    private var callDepth = 0
+    private(set) var callDepth = 0
 
     /// What the script chose with `mw.limits` (the command line's choices win).
     var scriptLimits = ScriptLimits()
