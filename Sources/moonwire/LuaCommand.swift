@@ -117,7 +117,7 @@ struct LuaCommand: ParsableCommand {
         }
         if version { print(LuaInterpreter.copyright) }
         fflush(stdout)
-        var logger = Logger(label: "moonwire") { _ in MoonwireLogHandler(level: .info, format: .text) }
+        let logger = Logger(label: "moonwire") { _ in MoonwireLogHandler(level: .info, format: .text) }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         // At the REPL, output goes through the console so that lines arriving while

@@ -164,10 +164,12 @@ struct Test: ParsableCommand {
             print(gtest.header(seed: shuffle ? seed : nil), terminator: "")
             fflush(stdout)
         }
-        let perFile: ((TestFileReport) -> String)? = list ? TestOutput.list : switch format {
-        case .text: TestOutput.lines
-        case .gtest: gtest.file
-        default: nil
+        let perFile: ((TestFileReport) -> String)?
+        switch format {
+        case _ where list: perFile = TestOutput.list
+        case .text: perFile = TestOutput.lines
+        case .gtest: perFile = gtest.file
+        default: perFile = nil
         }
         let reports = runAll(runs, options: options, perFile: perFile)
         if list {

@@ -47,7 +47,7 @@ mw.args = script_args
 -- The traceback without moonwire's own frames: they say nothing about the user's code.
 local function traceback(message)
   local lines = {}
-  for line in debug.traceback(message, 3):gmatch("[^\n]+") do
+  for line in debug.traceback(message, 2):gmatch("[^\n]+") do
     if not line:find("moonwire/", 1, true) and not line:find("in function 'xpcall'", 1, true) then
       lines[#lines + 1] = line
     end
