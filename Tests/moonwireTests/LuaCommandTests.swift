@@ -21,6 +21,14 @@ import Testing
         #expect(missing.status == 1 && missing.stderr.hasPrefix("moonwire lua: '-e' needs argument"), "\(missing.stderr)")
     }
 
+    /// warn() prints only after -W, as in lua.
+    @Test func warningsWithW() throws {
+        let on = try Self.lua("-W", "-e", "warn('x', 'y') warn('z')")
+        #expect(on.status == 0 && on.stderr == "Lua warning: xy\nLua warning: z\n", "\(on)")
+        let off = try Self.lua("-e", "warn('x')")
+        #expect(off.status == 0 && off.stderr.isEmpty, "\(off)")
+    }
+
     /// As lua.c: the script at arg[0], its arguments after it (and as `...`), the
     /// interpreter and the options before it.
     @Test func scriptArgumentsAndArgTable() throws {
