@@ -108,6 +108,8 @@ struct LuaCommand: ParsableCommand {
     }
 
     func run() throws {
+        // lua has no --help: this one is moonwire's, as for every other command.
+        if arguments.first == "--help" { throw CleanExit.helpRequest(self) }
         let (plan, version): (LuaInterpreter.Plan, Bool)
         switch Self.plan(arguments, stdinIsTerminal: isatty(0) == 1) {
         case .success(let made): (plan, version) = made

@@ -17,6 +17,8 @@ import Testing
         let bad = try Self.lua("-x")
         #expect(bad.status == 1)
         #expect(bad.stderr.hasPrefix("moonwire lua: unrecognized option '-x'\nusage: moonwire lua [options] [script [args]]"), "\(bad.stderr)")
+        let help = try Self.lua("--help")
+        #expect(help.status == 0 && help.stdout.contains("USAGE: moonwire lua"), "\(help)")
         let missing = try Self.lua("-e")
         #expect(missing.status == 1 && missing.stderr.hasPrefix("moonwire lua: '-e' needs argument"), "\(missing.stderr)")
     }
