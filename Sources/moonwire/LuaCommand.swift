@@ -108,8 +108,9 @@ struct LuaCommand: ParsableCommand {
     }
 
     func run() throws {
-        // lua has no --help: this one is moonwire's, as for every other command.
-        if arguments.first == "--help" { throw CleanExit.helpRequest(self) }
+        // lua has no -h, --help or --version: these are moonwire's, as for every other command.
+        if arguments.first == "--help" || arguments.first == "-h" { throw CleanExit.helpRequest(self) }
+        if arguments.first == "--version" { throw CleanExit.message(ScriptRuntime.version) }
         let (plan, version): (LuaInterpreter.Plan, Bool)
         switch Self.plan(arguments, stdinIsTerminal: isatty(0) == 1) {
         case .success(let made): (plan, version) = made

@@ -14,7 +14,7 @@ import Testing
         #expect(e.status == 0 && e.stdout == "2\n42\n", "\(e)")
         let v = try Self.lua("-v")
         #expect(v.status == 0 && v.stdout.hasPrefix("Lua 5.4") && v.stdout.contains("Copyright"), "\(v)")
-        let bad = try Self.lua("-x")
+        let bad = try Self.lua("-x")  // lua.c's usage text
         #expect(bad.status == 1)
         #expect(bad.stderr.hasPrefix("moonwire lua: unrecognized option '-x'\nusage: moonwire lua [options] [script [args]]"), "\(bad.stderr)")
         let help = try Self.lua("--help")
