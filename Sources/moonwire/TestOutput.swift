@@ -224,7 +224,8 @@ enum TestOutput {
                 out += green("[ RUN      ]") + " \(fullName(r))\n"
                 if r.status == .failed || r.status == .error {
                     out += r.message + "\n"
-                    if verbose, !r.traceback.isEmpty { out += r.traceback + "\n" }
+                    // Set off by blank lines, as busted prints its tracebacks.
+                    if verbose, !r.traceback.isEmpty { out += "\n" + r.traceback + "\n\n" }
                 }
                 let label = switch r.status {
                 case .passed: green("[       OK ]")

@@ -119,6 +119,22 @@ import Testing
         #expect(compared.stdout.contains("tests: 10 under busted, 10 under moonwire, 0 with another outcome"), "\(compared.stdout)")
     }
 
+    /// `verbose = true` in .busted: gtest prints each failure's traceback after its
+    /// message, set off by blank lines as busted does.
+    @Test func gtestVerboseTraceback() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-verbose-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("spec"), withIntermediateDirectories: true)
+        try "return { default = { output = 'gtest', verbose = true } }".write(to: dir.appendingPathComponent(".busted"), atomically: true, encoding: .utf8)
+        try "local function f() error('deep') end\nit('x', function()\n  f()\nend)\n"
+            .write(to: dir.appendingPathComponent("spec/v_spec.lua"), atomically: true, encoding: .utf8)
+        let r = try CommandRunner.run(["test"], directory: dir)
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("[ RUN      ] spec/v_spec.lua @ 2: x\nspec/v_spec.lua:1: deep\n\nstack traceback:\n"), "\(r.stdout)")
+        #expect(r.stdout.contains("\tspec/v_spec.lua:3: in "), "\(r.stdout)")
+        #expect(r.stdout.contains("\n\n[  ERROR   ] spec/v_spec.lua @ 2: x ("), "\(r.stdout)")
+    }
+
     /// Options on the command line win over .busted's (the probe's says json).
     @Test func commandLineWinsOverBustedFile() throws {
         let tap = try CommandRunner.run(["test", "--tap"], deadline: 60, directory: Self.probe)
