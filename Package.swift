@@ -85,6 +85,7 @@ let package = Package(
                 .embedInCode("resources/prelude/load_models.lua"),
                 .embedInCode("resources/prelude/module.lua"),
                 .embedInCode("resources/test_runner.lua"),
+                .embedInCode("resources/interpreter.lua"),
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),

@@ -23,8 +23,10 @@ extension ScriptRuntime {
         LuaFunction("exit") { rt, args in try rt.exit(args) },
         LuaFunction("limits") { rt, args in try rt.setLimits(args) },
         LuaFunction("log") { rt, args in try rt.log(args) },
-        LuaFunction("write_line", shownAs: "print") { _, args in
-            try args.withBytes(1) { ScriptRuntime.writeLineToStdout($0) }
+        LuaFunction("write_line", shownAs: "print") { rt, args in
+            try args.withBytes(1) { line in
+                if let writeLine = rt.options.writeLine { writeLine(line) } else { ScriptRuntime.writeLineToStdout(line) }
+            }
             return 0
         },
         // The prelude's auto_reply rules with a function: answers a connection's or a

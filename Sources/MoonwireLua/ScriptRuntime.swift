@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import CMoonJSON
+import Foundation
 import Logging
 import MoonwireCore
 import NIOCore
@@ -36,6 +37,13 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var limits: ScriptLimits
         /// Timers, sleeps, heartbeats, backoff and timeouts on a virtual clock (`--virtual-time`).
         public var virtualTime = false
+        /// What the limits are where neither the command line nor the script chose
+        /// (`moonwire lua`: no callback limits, as in `lua`); then the usual defaults.
+        public var defaultLimits = ScriptLimits()
+        /// `lua -E`: package.path and package.cpath ignore LUA_PATH and LUA_CPATH.
+        public var ignoreEnvironment = false
+        /// Where `print` writes its lines (without the newline); nil: stdout.
+        public var writeLine: ((UnsafeRawBufferPointer) -> Void)?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
@@ -71,6 +79,17 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     public static let version = "0.1.0"
+
+    /// `arg[-1]` of every script, as `lua` gives its own path there: a shell command
+    /// that runs Lua with `mw` loaded (`moonwire lua`), so that a script or spec can
+    /// start another interpreter with `io.popen(arg[-1] .. " -e ...")`. The path is
+    /// this executable's own, quoted for the shell when it needs to be.
+    public static let interpreter: String = {
+        let path = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let plain = path.allSatisfy { $0.isLetter || $0.isNumber || "/._-+,:@%".contains($0) }
+        let quoted = plain ? path : "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return quoted + " lua"
+    }()
 
     public let eventLoop: EventLoop
     public let options: Options
@@ -120,7 +139,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     public init(eventLoop: EventLoop, options: Options) {
         self.eventLoop = eventLoop
         self.options = options
-        self.vm = LuaVM()
+        self.vm = LuaVM(ignoringEnvironment: options.ignoreEnvironment)
         self.clock = RuntimeClock(eventLoop: eventLoop)
         if options.virtualTime { clock.makeVirtual() }
         self.timers = TimerScheduler(eventLoop: eventLoop, clock: clock)
@@ -388,6 +407,8 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
         lua.setField("version", table: -2)
+        lua.push(Self.interpreter)
+        lua.setField("interpreter", table: -2)
         lua.push(options.worker)
         lua.setField("worker", table: -2)
         lua.push(options.workers)

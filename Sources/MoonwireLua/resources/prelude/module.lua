@@ -29,6 +29,8 @@ local internal = {
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
+  -- What mw.exit raises, for code that catches errors and must let it pass.
+  exit_sentinel = host.exit_sentinel,
   waiting_in = function(co) return waiting_in[co] end,
   adopt_server = prelude.adopt_server,
   -- A test is over: what it opened hears nothing more (handlers, waiters).
