@@ -1,7 +1,9 @@
 -- MQTT 3.1.1 over WebSocket, built only on string.pack: CONNECT/CONNACK,
 -- SUBSCRIBE/SUBACK, PUBLISH at QoS 0 and 1 (with PUBACK both ways), DISCONNECT.
--- A codec turns each binary WebSocket message (one MQTT packet) into a table,
--- so c:expect can wait for a packet by its fields.
+-- MQTT over WebSocket may put several packets in one WebSocket message and one
+-- packet across several: a framing function cuts the messages' bytes into
+-- packets, and a codec turns each packet into a table, so c:expect can wait for a
+-- packet by its fields.
 --
 --   moonwire run examples/mqtt_ws.lua ws://127.0.0.1:8080/ [topic]
 -- (mosquitto: `listener 8080` + `protocol websockets` + `allow_anonymous true`)
@@ -46,17 +48,25 @@ function mqtt.encode(p)
   error("cannot encode MQTT packet " .. tostring(p.type))
 end
 
+-- Where the first packet in `buffer` ends: the type byte, the remaining length
+-- (7 bits a byte, least significant first), the rest. Returns the packet and its
+-- size, or nothing until the whole packet is there.
+function mqtt.packet(buffer)
+  local length, shift, pos = 0, 0, 2
+  repeat
+    local byte = buffer:byte(pos)
+    if not byte then return nil end
+    length, shift, pos = length | (byte & 127) << shift, shift + 7, pos + 1
+  until byte < 128
+  local size = pos - 1 + length
+  if #buffer < size then return nil end
+  return buffer:sub(1, size), size, pos
+end
+
 function mqtt.decode(bytes)
   local first = bytes:byte(1)
   local kind, flags = first >> 4, first & 0x0f
-  local length, multiplier, pos = 0, 1, 2
-  repeat
-    local byte = bytes:byte(pos)
-    length = length + (byte & 127) * multiplier
-    multiplier = multiplier * 128
-    pos = pos + 1
-  until byte < 128
-  assert(#bytes == pos - 1 + length, "one MQTT packet per WebSocket message expected")
+  local _, _, pos = mqtt.packet(bytes)
   local p = { type = names[kind] or kind }
   if kind == CONNACK then
     p.session_present, p.code = string.unpack("BB", bytes, pos)
@@ -74,7 +84,7 @@ function mqtt.decode(bytes)
 end
 
 -- "mqtt" is the subprotocol MQTT over WebSocket requires; every send is binary.
-local c = mw.connect(url, { protocols = { "mqtt" }, kind = "binary", codec = mqtt })
+local c = mw.connect(url, { protocols = { "mqtt" }, kind = "binary", framing = mqtt.packet, codec = mqtt })
 
 c:send({ type = "CONNECT", client_id = "moonwire-" .. math.random(1 << 30) }) -- queued until open
 local ack = assert(c:expect({ type = "CONNACK" }, 10))
