@@ -89,6 +89,9 @@ let package = Package(
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),
+                .embedInCode("resources/definitions/moonwire_meta.lua"),
+                .embedInCode("resources/definitions/busted_meta.lua"),
+                .embedInCode("resources/definitions/api_tools.lua"),
             ],
             swiftSettings: ownModuleSettings
         ),
@@ -106,6 +109,9 @@ let package = Package(
             resources: [
                 .embedInCode("resources/report.css"),
                 .embedInCode("resources/report.js"),
+                .embedInCode("resources/init/bot.lua"),
+                .embedInCode("resources/init/greeting.lua"),
+                .embedInCode("resources/init/greeting_spec.lua"),
             ],
             swiftSettings: ownModuleSettings
         ),
