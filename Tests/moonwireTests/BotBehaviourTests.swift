@@ -250,9 +250,10 @@ import Testing
 
     /// `connect --auto-reply 2=3` keeps a Socket.IO session (python-socketio, pinging
     /// every 0.3 s) alive; without it the server gives up on its ping, and `connect`
-    /// says that is what happened and how to answer it.
+    /// says that is what happened and how to answer it. (A 1 s ping timeout leaves room for a
+    /// loaded machine: only the unanswered session waits for it.)
     @Test func connectAnswersTheServersPings() throws {
-        let server = try EchoPeer(script: "socketio_server.py", arguments: ["--ping-interval", "0.3", "--ping-timeout", "0.3"])
+        let server = try EchoPeer(script: "socketio_server.py", arguments: ["--ping-interval", "0.3", "--ping-timeout", "1"])
         let url = "ws://127.0.0.1:\(server.port)/socket.io/?EIO=4&transport=websocket"
         let answered = try CommandRunner.run(["connect", "--auto-reply", "2=3", "-w", "1.5", url], input: "40\n")
         #expect(answered.status == 0, "\(answered.stderr)")
