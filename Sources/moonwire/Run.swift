@@ -43,10 +43,10 @@ struct Run: ParsableCommand {
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
     var workers = 1
 
-    @Option(name: [.customShort("m"), .customLong("lua-path")], help: ArgumentHelp("Lua module paths put before package.path, after the script's own folder is added (';'-separated templates such as 'lib/?.lua', like busted's --lpath; -l is lua's 'require a library', so not that).", valueName: "templates"))
+    @Option(name: [.customShort("m"), .customLong("lua-path")], help: ArgumentHelp("Lua module paths searched first, before the script's own folder and package.path (';'-separated templates such as 'lib/?.lua', like busted's --lpath; not -l, which is lua's 'require a library').", valueName: "templates"))
     var luaPath = ""
 
-    @Option(name: .customLong("lua-cpath"), help: ArgumentHelp("C module paths put before package.cpath (';'-separated templates such as 'lib/?.so').", valueName: "templates"))
+    @Option(name: .customLong("lua-cpath"), help: ArgumentHelp("C module paths searched first, before the script's own folder and package.cpath (';'-separated templates such as 'lib/?.so').", valueName: "templates"))
     var luaCPath = ""
 
     @OptionGroup var recording: RecordOptions
