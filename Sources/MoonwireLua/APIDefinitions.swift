@@ -22,6 +22,12 @@ public enum APIDefinitions {
         call("names", [])
     }
 
+    /// How many parameters each declared function takes, one a line: `mw.connect 2`,
+    /// `mw.Connection:send 3` (`self` counts), `mw.spawn 1+` (and more).
+    public static func parameters() -> String {
+        call("params", [])
+    }
+
     /// The `.luacheckrc` for a moonwire project: `mw` and the test globals as luacheck stds.
     public static func luacheckrc() -> String {
         call("luacheckrc", [])

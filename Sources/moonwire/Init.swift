@@ -73,11 +73,14 @@ struct Init: ParsableCommand {
 /// the bindings. Not for users: hidden.
 struct Defs: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print the names the API definitions declare, one a line.",
+        abstract: "Print the names the API definitions declare (or their parameter counts), one a line.",
         shouldDisplay: false
     )
 
+    @Flag(help: "Print each declared function's parameter count instead (`mw.spawn 1+`).")
+    var parameters = false
+
     func run() throws {
-        print(APIDefinitions.names(), terminator: "")
+        print(parameters ? APIDefinitions.parameters() : APIDefinitions.names(), terminator: "")
     }
 }

@@ -20,7 +20,7 @@ import Testing
         #expect(run.status == 0, "\(run.stderr)")
         let runLines = run.stdout.split(separator: "\n").map(String.init)
         let scriptGlobals = Set(runLines.filter { $0.hasPrefix("G:") }.map { String($0.dropFirst(2)) })
-        let bound = Set(runLines.filter { !$0.hasPrefix("G:") })
+        let bound = Set(runLines.filter { !$0.hasPrefix("G:") && !$0.hasPrefix("A:") })
 
         let test = try CommandRunner.run("test", "\(Self.fixtures)/globals_spec.lua")
         #expect(test.status == 0, "\(test.stderr)")
@@ -35,6 +35,26 @@ import Testing
         let unbound = declaredNames.subtracting(bindings).sorted()
         #expect(undeclared.isEmpty, "bound but not in Sources/MoonwireLua/resources/definitions/: \(undeclared)")
         #expect(unbound.isEmpty, "declared in the definitions but not bound: \(unbound)")
+
+        // The functions written in Lua (the prelude's) also say how many parameters they
+        // take: the declaration must take as many (a binding with `...` takes at least its own).
+        let declaredParameters = try CommandRunner.run("defs", "--parameters")
+        var declaredCount: [String: String] = [:]
+        for line in declaredParameters.stdout.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            declaredCount[String(parts[0])] = String(parts[1])
+        }
+        let boundCounts = runLines.filter { $0.hasPrefix("A:") }.map { $0.dropFirst(2).split(separator: " ").map(String.init) }
+        #expect(boundCounts.count > 40, "too few Lua-defined functions found: \(boundCounts.count)")
+        for pair in boundCounts {
+            let (name, count) = (pair[0], pair[1])
+            guard let declared = declaredCount[name] else { continue }
+            let bindingTakesMore = count.hasSuffix("+")
+            let fixed = Int(count.dropLast(bindingTakesMore ? 1 : 0)) ?? -1
+            let declaredFixed = Int(declared.hasSuffix("+") ? declared.dropLast() : Substring(declared)) ?? -2
+            let agrees = bindingTakesMore ? (declaredFixed >= fixed || declared.hasSuffix("+")) : declared == count
+            #expect(agrees, "\(name) takes \(count) parameters (self included), declared \(declared)")
+        }
     }
 
     @Test func initWritesAProjectThatRunsTestsAndLintsClean() throws {

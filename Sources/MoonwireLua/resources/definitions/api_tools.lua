@@ -16,7 +16,7 @@ local moonwire_meta, busted_meta = ...
 --                                ("mw.Server", "on_connect" -> "mw.Peer")
 --   test_globals[name] = true for the globals of a test file
 local function declarations()
-  local module, classes, returns, handler_arg, test_globals = {}, {}, {}, {}, {}
+  local module, classes, returns, handler_arg, test_globals, params = {}, {}, {}, {}, {}, {}
   local alias, class, last_return, first_param = {}, nil, nil, nil
   local function class_of(name)
     classes[name] = classes[name] or { methods = {}, fields = {} }
@@ -44,17 +44,19 @@ local function declarations()
     if local_name and class then alias[local_name] = class end
     local table_name = line:match("^([%w_.]+) = {}")
     if table_name then module[table_name] = "table" end
-    local owner, method = line:match("^function ([%w_]+):([%w_]+)%(")
+    local owner, method, owner_args = line:match("^function ([%w_]+):([%w_]+)(%b())")
     if owner and alias[owner] then
       local c = alias[owner]
+      params[c .. ":" .. method] = owner_args
       class_of(c).methods[method] = true
       if first_param then
         handler_arg[c] = handler_arg[c] or {}
         handler_arg[c][method] = first_param
       end
     end
-    local fname = line:match("^function (mw[%w_.]*)%(")
+    local fname, fargs = line:match("^function (mw[%w_.]*)(%b())")
     if fname then
+      params[fname] = fargs
       module[fname] = "function"
       returns[fname] = last_return
     end
@@ -65,10 +67,13 @@ local function declarations()
     if not (classes[class] and next(classes[class].methods)) then returns[fname] = nil end
   end
   for line in (busted_meta .. "\n"):gmatch("([^\n]*)\n") do
-    local name = line:match("^function ([%w_]+)%(") or line:match("^([%w_]+) = {}")
+    local name, args = line:match("^function ([%w_]+)(%b())")
+    if name then params["test:" .. name] = args end
+    name = name or line:match("^([%w_]+) = {}")
     if name then test_globals[name] = true end
   end
-  return { module = module, classes = classes, returns = returns, handler_arg = handler_arg, test_globals = test_globals }
+  return { module = module, classes = classes, returns = returns, handler_arg = handler_arg, test_globals = test_globals,
+           params = params }
 end
 
 local api = declarations()
@@ -91,6 +96,22 @@ function tools.names()
     for _, method in ipairs(sorted_keys(api.classes[class].methods)) do out[#out + 1] = class .. ":" .. method end
   end
   for _, name in ipairs(sorted_keys(api.test_globals)) do out[#out + 1] = "test:" .. name end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-- The declared parameters of every function, one a line: "mw.connect 2",
+-- "mw.Connection:send 3" (self counts, as Lua counts it), "mw.spawn 1+" (and `...`).
+function tools.params()
+  local out = {}
+  for _, name in ipairs(sorted_keys(api.params)) do
+    local list = api.params[name]:sub(2, -2)
+    local count, vararg = 0, false
+    for p in list:gmatch("[^,%s]+") do
+      if p == "..." then vararg = true else count = count + 1 end
+    end
+    if name:find(":", 1, true) and not name:match("^test:") then count = count + 1 end
+    out[#out + 1] = ("%s %d%s"):format(name, count, vararg and "+" or "")
+  end
   return table.concat(out, "\n") .. "\n"
 end
 

@@ -3,6 +3,12 @@
 -- kind of object it returns, and the globals a script starts with (G:name).
 local out = {}
 local function emit(name) out[#out + 1] = name end
+-- A function written in Lua also says how many parameters it takes ("A:mw.spawn 1+"),
+-- for the test to hold against the declarations.
+local function emit_params(name, f)
+  local info = debug.getinfo(f, "Su")
+  if info.what == "Lua" then emit(("A:%s %d%s"):format(name, info.nparams, info.isvararg and "+" or "")) end
+end
 
 local function has_function(t)
   for _, v in pairs(t) do if type(v) == "function" then return true end end
@@ -14,6 +20,7 @@ local function walk(t, prefix)
     if type(k) == "string" and not k:match("^_%l") then
       local name = prefix .. "." .. k
       emit(name)
+      if type(v) == "function" then emit_params(name, v) end
       if type(v) == "table" and has_function(v) and getmetatable(v) == nil or k == "log" then walk(v, name) end
     end
   end
@@ -30,7 +37,10 @@ local function methods(class, index)
     end
   end
   for k, v in pairs(index) do
-    if type(v) == "function" and not k:match("^_") and not k:match("^__") then emit(class .. ":" .. k) end
+    if type(v) == "function" and not k:match("^_") and not k:match("^__") then
+      emit(class .. ":" .. k)
+      emit_params(class .. ":" .. k, v)
+    end
   end
 end
 
