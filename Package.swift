@@ -96,6 +96,9 @@ let package = Package(
                 .embedInCode("resources/modules/moonwire/mqtt.lua"),
                 .embedInCode("resources/modules/moonwire/ocpp.lua"),
                 .embedInCode("resources/modules/moonwire/stomp.lua"),
+                .embedInCode("resources/definitions/moonwire_meta.lua"),
+                .embedInCode("resources/definitions/busted_meta.lua"),
+                .embedInCode("resources/definitions/api_tools.lua"),
             ],
             swiftSettings: ownModuleSettings
         ),
@@ -113,6 +116,9 @@ let package = Package(
             resources: [
                 .embedInCode("resources/report.css"),
                 .embedInCode("resources/report.js"),
+                .embedInCode("resources/init/bot.lua"),
+                .embedInCode("resources/init/greeting.lua"),
+                .embedInCode("resources/init/greeting_spec.lua"),
             ],
             swiftSettings: ownModuleSettings
         ),

@@ -36,6 +36,8 @@ if [ "${1:-}" = "--test" ]; then
     # Debian's busted: the reference runner `moonwire test` is compared with
     # (TestCommandTests, scripts/busted_compat.sh).
     command -v busted >/dev/null 2>&1 || need+=(lua-busted)
+    # luacheck 1.1: examples/ must lint clean with the std `moonwire init` writes.
+    command -v luacheck >/dev/null 2>&1 || need+=(lua-check)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -16,6 +16,12 @@ python3 scripts/check_doc_examples.py
 echo "== moonwire check examples/" >&2
 "$bin" check examples/*.lua
 
+echo "== luacheck examples/ (the .luacheckrc moonwire init writes)" >&2
+lint="$(mktemp -d)"
+"$bin" init "$lint" >/dev/null
+luacheck --no-color -q --config "$lint/.luacheckrc" examples/
+rm -rf "$lint"
+
 echo "== moonwire test examples/tests" >&2
 "$bin" test examples/tests
 

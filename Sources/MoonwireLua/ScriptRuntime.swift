@@ -44,13 +44,17 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var ignoreEnvironment = false
         /// Where `print` writes its lines (without the newline); nil: stdout.
         public var writeLine: ((UnsafeRawBufferPointer) -> Void)?
+        /// Put before `package.path` and `package.cpath` when the state is made: the
+        /// script's folder and `run --lua-path` (see ``ModuleSearchPath``).
+        public var searchPath = ModuleSearchPath()
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
             worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil, limits: ScriptLimits = .init(),
-            virtualTime: Bool = false
+            virtualTime: Bool = false, searchPath: ModuleSearchPath = ModuleSearchPath()
         ) {
             self.virtualTime = virtualTime
+            self.searchPath = searchPath
             self.limits = limits
             self.recorder = recorder
             self.keepGoing = keepGoing
@@ -409,6 +413,10 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("version", table: -2)
         lua.push(Self.interpreter)
         lua.setField("interpreter", table: -2)
+        lua.push(options.searchPath.path)
+        lua.setField("lua_path", table: -2)
+        lua.push(options.searchPath.cpath)
+        lua.setField("lua_cpath", table: -2)
         lua.push(options.worker)
         lua.setField("worker", table: -2)
         lua.push(options.workers)

@@ -43,6 +43,12 @@ struct Run: ParsableCommand {
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
     var workers = 1
 
+    @Option(name: [.customShort("m"), .customLong("lua-path")], help: ArgumentHelp("Lua module paths searched first, before the script's own folder and package.path (';'-separated templates such as 'lib/?.lua', like busted's --lpath; not -l, which is lua's 'require a library').", valueName: "templates"))
+    var luaPath = ""
+
+    @Option(name: .customLong("lua-cpath"), help: ArgumentHelp("C module paths searched first, before the script's own folder and package.cpath (';'-separated templates such as 'lib/?.so').", valueName: "templates"))
+    var luaCPath = ""
+
     @OptionGroup var recording: RecordOptions
 
     @OptionGroup(title: "Limits") var limits: LimitOptions
@@ -67,6 +73,7 @@ struct Run: ParsableCommand {
         let group = virtualTime
             ? MultiThreadedEventLoopGroup(numberOfThreads: workers, metricsDelegate: LoopTicks())
             : MultiThreadedEventLoopGroup(numberOfThreads: workers)
+        let searchPath = ModuleSearchPath(script: script, luaPath: luaPath, luaCPath: luaCPath)
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
             // One worker is the plain case: its lines look as they always did.
@@ -76,7 +83,8 @@ struct Run: ParsableCommand {
                 options: .init(
                     keepGoing: keepGoing, logger: global.makeLogger(worker: named),
                     reportError: { [global] in global.reportError($0, worker: named) },
-                    worker: worker, workers: workers, recorder: recorder, limits: chosenLimits, virtualTime: virtualTime
+                    worker: worker, workers: workers, recorder: recorder, limits: chosenLimits, virtualTime: virtualTime,
+                    searchPath: searchPath
                 ).sliced(shard: shard, worker: worker, workers: workers)
             )
             runtime.metrics.shard = shard

@@ -375,9 +375,12 @@ import Testing
 
 /// The protocol examples against real servers nobody here wrote.
 @Suite struct ProtocolExampleTests {
-    @Test func mqttOverWebSocketAgainstMosquitto() throws {
+    /// The module (mqtt_ws.lua) and MQTT by hand through a WebSocket framing function
+    /// (ws_framing.lua) say the same against mosquitto.
+    @Test(arguments: ["examples/mqtt_ws.lua", "examples/ws_framing.lua"])
+    func mqttOverWebSocketAgainstMosquitto(example: String) throws {
         let broker = try MosquittoPeer()
-        let r = try CommandRunner.run("run", "examples/mqtt_ws.lua", broker.url, "moonwire/test")
+        let r = try CommandRunner.run("run", example, broker.url, "moonwire/test")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == """
             CONNACK\t0

@@ -7,6 +7,9 @@ local abandoned, waiting_in = prelude.abandoned, prelude.waiting_in
 local events, conns, server_events, servers = prelude.events, prelude.conns, prelude.server_events, prelude.servers
 
 package.loaded.moonwire = mw
+-- `moonwire run`: the script's folder and --lua-path come first (host.lua_path).
+package.path = host.lua_path .. package.path
+package.cpath = host.lua_cpath .. package.cpath
 -- The modules shipped in the binary (require "moonwire.mqtt"): searched right after
 -- package.preload, before package.path.
 local bundled_module = host.bundled_module
