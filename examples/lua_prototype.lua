@@ -5,6 +5,7 @@
 --   moonwire lua -i examples/lua_prototype.lua
 --   > c:send({ op = "hello", n = 1 })
 --   got	{ n = 1, op = "hello" }
+-- luacheck: globals codec c reconnect (the prompt sees globals only, not this file's locals)
 local server = assert(mw.listen("ws://127.0.0.1:0"))
 server:on_message(function(peer, m) peer:send(m) end)
 

@@ -17,7 +17,8 @@ local queue = "/queue/moonwire-bot-" .. math.random(1 << 30)
 local client = stomp.connect(url, { login = "guest", passcode = "guest", heart_beat = { 5000, 5000 } })
 client:on_error(function(_, err) print("broker error: " .. err) end)
 local connected = assert(client:wait_connected(30))
-print(("connected to %s (STOMP %s, heart-beat %s)"):format(connected.server or "a broker", connected.version, connected["heart-beat"]))
+print(("connected to %s (STOMP %s, heart-beat %s)"):format(
+  connected.server or "a broker", connected.version, connected["heart-beat"]))
 
 local sub = assert(client:subscribe(queue, { ack = "client-individual", receipt = true }))
 

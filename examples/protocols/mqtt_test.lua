@@ -221,7 +221,10 @@ end)
 describe("keep-alive", function()
   it("sends PINGREQ when idle, mosquitto and the broker stub answer; the script sees no PINGRESP", function()
     local stub = assert(mqtt.broker("ws://127.0.0.1:0/"))
-    local clients = { assert(mqtt.connect(TCP, { keepalive = 1 })), assert(mqtt.connect(stub:url(), { keepalive = 1 })) }
+    local clients = {
+      assert(mqtt.connect(TCP, { keepalive = 1 })),
+      assert(mqtt.connect(stub:url(), { keepalive = 1 })),
+    }
     local sent = {}
     for i, m in ipairs(clients) do sent[i] = m:stats().connection.sent end
     mw.sleep(2.2)   -- two keep-alive periods: mosquitto would drop a silent client after 1.5
@@ -405,9 +408,9 @@ describe("in-flight retry on reconnect", function()
       local kind = bytes:byte(1) >> 4
       if kind == 1 then
         local body = string.pack(">s2I2", "q2", 7) .. "once"
-        local publish = "\x34" .. string.char(#body) .. body
+        local first = "\x34" .. string.char(#body) .. body
         local dup = "\x3C" .. string.char(#body) .. body
-        send(peer, CONNACK .. publish .. dup .. dup)
+        send(peer, CONNACK .. first .. dup .. dup)
       elseif kind == 5 then
         acks[#acks + 1] = "PUBREC"
         if #acks == 3 then send(peer, "\x62\x02\x00\x07" .. publish("end", "")) end    -- PUBREL 7
@@ -433,7 +436,8 @@ describe("misuse raises at the caller's line", function()
     local m = assert(mqtt.connect(TCP))
     local ok, err = pcall(m.subscribe, m, "a/#/b")
     assert.is_false(ok)
-    assert.matches("^examples/protocols/mqtt_test.lua:%d+: bad argument #1 to 'm:subscribe' %(topic filter 'a/#/b': '#' must be a whole level, the last one%)$", err)
+    assert.matches("^examples/protocols/mqtt_test.lua:%d+: bad argument #1 to 'm:subscribe' "
+      .. "%(topic filter 'a/#/b': '#' must be a whole level, the last one%)$", err)
     assert.has_error(function() m:publish("a/+", "x") end)
     assert.has_error(function() m:publish("a", "x", { qos = 3 }) end,
       "bad argument #3 to 'm:publish' (qos: 0, 1 or 2 expected, got 3)")

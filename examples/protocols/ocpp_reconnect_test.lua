@@ -11,7 +11,8 @@ local ocpp = require "moonwire.ocpp"
 
 local CS_URL = assert(os.getenv("OCPP_CS_URL"), "OCPP_CS_URL: the Python central system's URL")
 local STOP = assert(os.getenv("OCPP_CS_STOP"), "OCPP_CS_STOP: a shell command that stops it")
-local START = assert(os.getenv("OCPP_CS_START"), "OCPP_CS_START: a shell command that starts it again in the background")
+local START = assert(os.getenv("OCPP_CS_START"),
+  "OCPP_CS_START: a shell command that starts it again in the background")
 
 describe("OCPP charge point across a central system restart", function()
   it("reconnects, boots again, fails the call in flight and sends the one that waited", function()

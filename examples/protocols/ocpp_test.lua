@@ -62,8 +62,9 @@ for _, version in ipairs(ocpp.versions) do
     end)
 
     it("turns a CALLERROR into words", function()
+      local sampled = version == "1.6" and { value = "1" } or { value = 1 }
       local result, err, info = cp:call("MeterValues", { connectorId = 1, evseId = 1,
-        meterValue = { { timestamp = "2026-01-01T00:00:00Z", sampledValue = { version == "1.6" and { value = "1" } or { value = 1 } } } } })
+        meterValue = { { timestamp = "2026-01-01T00:00:00Z", sampledValue = { sampled } } } })
       assert.is_nil(result)
       assert.matches("^MeterValues: CALLERROR NotImplemented", err)
       assert.are.equal("NotImplemented", info.code)
@@ -175,19 +176,21 @@ describe("OCPP between moonwire's own charge point and central system", function
     finally(function() cs:close() end)
     cs:on("BootNotification", function(_, cp)
       -- A call back to the charge point from inside a handler.
-      local ok, err = cp:call("SetVariables", { setVariableData = {} })
+      local ok = cp:call("SetVariables", { setVariableData = {} })
       return { currentTime = "2026-01-01T00:00:00Z", interval = ok and 10 or 20, status = "Accepted" }
     end)
     local cp = ocpp.connect(cs:url(), { id = "CP 7", version = "2.0.1", reconnect = false })
     finally(function() cp:close() end)
     cp:on("SetVariables", function() return nil, "PropertyConstraintViolation", "read-only", { variable = "x" } end)
-    local boot = assert(cp:call("BootNotification", { chargingStation = { vendorName = "m", model = "t" }, reason = "PowerUp" }))
+    local boot = assert(cp:call("BootNotification",
+      { chargingStation = { vendorName = "m", model = "t" }, reason = "PowerUp" }))
     assert.are.equal(20, boot.interval)
     local peer = assert(cs:wait_charge_point("CP 7", 1))
     local result, err, info = peer:call("SetVariables", { setVariableData = {} })
     assert.is_nil(result)
     assert.are.equal('SetVariables: CALLERROR PropertyConstraintViolation: read-only {"variable":"x"}', err)
-    assert.are.same({ code = "PropertyConstraintViolation", description = "read-only", details = { variable = "x" } }, info)
+    assert.are.same(
+      { code = "PropertyConstraintViolation", description = "read-only", details = { variable = "x" } }, info)
   end)
 end)
 
@@ -203,8 +206,10 @@ describe("OCPP charge point against a misbehaving central system", function()
   local cases = {
     { "not JSON", "{oops", "ocpp: malformed message: not JSON" },
     { "not an array", '{"a":1}', "ocpp: malformed message: a JSON array %[type, id, ...%] expected" },
-    { "a message id that is not a string", "[3, 7, {}]", "ocpp: malformed message: field 2 %(message id%) must be a string, got 7" },
-    { "an unknown message type", '[9, "x", {}]', "ocpp: malformed message: field 1 %(message type%) must be 2, 3 or 4, got 9" },
+    { "a message id that is not a string", "[3, 7, {}]",
+      "ocpp: malformed message: field 2 %(message id%) must be a string, got 7" },
+    { "an unknown message type", '[9, "x", {}]',
+      "ocpp: malformed message: field 1 %(message type%) must be 2, 3 or 4, got 9" },
   }
   for _, case in ipairs(cases) do
     it("closes that connection on " .. case[1] .. " and keeps serving the others", function()
@@ -231,7 +236,8 @@ describe("OCPP charge point against a misbehaving central system", function()
     finally(function() cp:close() end)
     local result, err = cp:call("Heartbeat")
     assert.is_nil(result)
-    assert.are.equal('Heartbeat: malformed CALLRESULT: field 3 (payload) must be a JSON object, got "not an object"', err)
+    assert.are.equal(
+      'Heartbeat: malformed CALLRESULT: field 3 (payload) must be a JSON object, got "not an object"', err)
     assert.are.equal("open", cp.connection:state())
   end)
 end)

@@ -9,7 +9,8 @@ local stomp = require "moonwire.stomp"
 
 local URL = assert(os.getenv("STOMP_WS_URL"), "STOMP_WS_URL: RabbitMQ's Web-STOMP URL")
 local STOP = assert(os.getenv("STOMP_BROKER_STOP"), "STOMP_BROKER_STOP: a shell command that stops the broker")
-local START = assert(os.getenv("STOMP_BROKER_START"), "STOMP_BROKER_START: a shell command that starts it again in the background")
+local START = assert(os.getenv("STOMP_BROKER_START"),
+  "STOMP_BROKER_START: a shell command that starts it again in the background")
 
 describe("STOMP across a RabbitMQ restart", function()
   it("reconnects, subscribes again, and loses nothing with client acks", function()

@@ -10,7 +10,6 @@ local URLS = {
   { "WebSocket", assert(os.getenv("STOMP_WS_URL"), "STOMP_WS_URL: RabbitMQ's Web-STOMP URL") },
   { "TCP", assert(os.getenv("STOMP_TCP_URL"), "STOMP_TCP_URL: RabbitMQ's STOMP TCP URL") },
 }
-local LOGIN = { login = "guest", passcode = "guest" }
 
 local function options(extra)
   local o = { login = "guest", passcode = "guest", reconnect = false }
@@ -179,7 +178,8 @@ end
 -- A broker played by a moonwire server: it answers CONNECT with CONNECTED and then
 -- sends what each test tells it to, as WebSocket messages or TCP writes.
 local function fake_broker(scheme, script)
-  local s = assert(mw.listen(scheme .. "://127.0.0.1:0/", scheme == "ws" and { protocols = { "v12.stomp" } } or { framing = "raw" }))
+  local opts = scheme == "ws" and { protocols = { "v12.stomp" } } or { framing = "raw" }
+  local s = assert(mw.listen(scheme .. "://127.0.0.1:0/", opts))
   s:on_message(function(peer, data)
     if data:find("^CONNECT\n") then script(peer, data) end
   end)
@@ -242,12 +242,17 @@ end)
 
 describe("STOMP against a misbehaving broker", function()
   local cases = {
-    { "an unknown command", "BOGUS\n\n\0", 'stomp: unknown command "BOGUS" (a server sends CONNECTED, MESSAGE, RECEIPT or ERROR)' },
+    { "an unknown command", "BOGUS\n\n\0",
+      'stomp: unknown command "BOGUS" (a server sends CONNECTED, MESSAGE, RECEIPT or ERROR)' },
     { "a header line without a colon", "MESSAGE\nnocolon\n\n\0", 'stomp: MESSAGE: header line "nocolon" has no \':\'' },
-    { "an undefined escape", "MESSAGE\nsubscription:a\\tb\n\n\0", 'stomp: MESSAGE header subscription: undefined escape sequence \'\\t\' (STOMP 1.2 has \\r \\n \\c \\\\)' },
-    { "a content-length that is not a number", "MESSAGE\ncontent-length:ten\n\n\0", 'stomp: MESSAGE: header content-length must be a number of bytes, got "ten"' },
-    { "a body longer than its content-length", "MESSAGE\ncontent-length:1\n\nab\0", "stomp: MESSAGE: no NUL after the 1 bytes of body that content-length announced" },
-    { "a frame larger than max_frame", "MESSAGE\nsubscription:sub-1\n\n" .. string.rep("z", 70000), "stomp: a frame larger than max_frame (65536 bytes) is coming; closed" },
+    { "an undefined escape", "MESSAGE\nsubscription:a\\tb\n\n\0",
+      'stomp: MESSAGE header subscription: undefined escape sequence \'\\t\' (STOMP 1.2 has \\r \\n \\c \\\\)' },
+    { "a content-length that is not a number", "MESSAGE\ncontent-length:ten\n\n\0",
+      'stomp: MESSAGE: header content-length must be a number of bytes, got "ten"' },
+    { "a body longer than its content-length", "MESSAGE\ncontent-length:1\n\nab\0",
+      "stomp: MESSAGE: no NUL after the 1 bytes of body that content-length announced" },
+    { "a frame larger than max_frame", "MESSAGE\nsubscription:sub-1\n\n" .. string.rep("z", 70000),
+      "stomp: a frame larger than max_frame (65536 bytes) is coming; closed" },
   }
   for _, case in ipairs(cases) do
     it("closes that connection on " .. case[1] .. " and keeps serving the others", function()
