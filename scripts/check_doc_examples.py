@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Docs that show a complete example file show it as it is: in docs/**/*.md, a code
-block right after a line ending in (`examples/....lua`): (or any other repository
-path in backquotes followed by a colon) must equal that file. Prints one line per
+block right after a line that names a file of examples/, scripts/ or bench/ (in
+backquotes or as a link) and ends in a colon must equal that file. Prints one line per
 mismatch and "doc examples: N passed, N failed"; exits 1 on any mismatch."""
 import pathlib
 import re
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
-cite = re.compile(r"\(`([\w./-]+\.(?:lua|proto|py|sh))`\):\s*$")
+# The line before the block names the file (the last one it names), in backquotes or as
+# a link, and ends in ":".
+cite = re.compile(r".*[`\[(]((?:\.\./)*(?:examples|scripts|bench)/[\w./-]+\.(?:lua|proto|py|sh))[`\])][^`\[(]*:\s*$")
 passed = failed = 0
 for doc in sorted((root / "docs").rglob("*.md")):
     lines = doc.read_text(encoding="utf-8").split("\n")
@@ -19,13 +21,15 @@ for doc in sorted((root / "docs").rglob("*.md")):
         j = i + 1
         while j < len(lines) and not lines[j].strip():
             j += 1
-        if j >= len(lines) or not lines[j].startswith("```"):
+        # Only a block in the file's own language shows the file (a bare ``` is output).
+        language = {"lua": ("lua",), "py": ("python", "py"), "sh": ("sh", "bash"), "proto": ("proto", "protobuf")}
+        if j >= len(lines) or lines[j][3:].strip() not in language[m.group(1).rsplit(".", 1)[1]]:
             continue
         k = j + 1
         while k < len(lines) and not lines[k].startswith("```"):
             k += 1
         shown = "\n".join(lines[j + 1:k]).rstrip("\n")
-        path = root / m.group(1)
+        path = root / re.sub(r"^(?:\.\./)+", "", m.group(1))
         where = f"{doc.relative_to(root)}:{i + 1}"
         if not path.is_file():
             print(f"{where}: shows {m.group(1)}, which does not exist")
