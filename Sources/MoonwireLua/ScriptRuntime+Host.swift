@@ -14,6 +14,15 @@ extension ScriptRuntime {
             args.lua.push(rt.clock.seconds)
             return 1
         },
+        // The load models' schedule: when it begins (`--start-at`), and that it did.
+        LuaFunction("load_start") { rt, args in
+            args.lua.push(rt.metrics.loadStart(clock: rt.clock, logger: rt.options.logger))
+            return 1
+        },
+        LuaFunction("load_began") { rt, _ in
+            rt.metrics.loadBegan()
+            return 0
+        },
         LuaFunction("virtual_time") { rt, args in
             args.lua.push(rt.clock.isVirtual)
             return 1

@@ -36,6 +36,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var limits: ScriptLimits
         /// Timers, sleeps, heartbeats, backoff and timeouts on a virtual clock (`--virtual-time`).
         public var virtualTime = false
+        /// `run --start-at`: when `mw.rate` and `mw.vus` begin, wall clock (seconds since
+        /// 1970); the run's duration counts from there. Real clock only.
+        public var startAt: Double?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
@@ -127,6 +130,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.completionPromise = eventLoop.makePromise()
         self.sendBudget = SendBudgetPool(budget: 0, eventLoop: eventLoop)
         metrics.shard = options.shard
+        if let startAt = options.startAt, !options.virtualTime {
+            metrics.startRun(at: startAt)
+        }
         sendBudget.onFirstReached = { [weak self] in self?.warnSendBudgetReached() }
         installGuard()
         installModule()
