@@ -19,8 +19,9 @@ extension ScriptRuntime {
             args.lua.push(rt.metrics.loadStart(clock: rt.clock, logger: rt.options.logger))
             return 1
         },
-        LuaFunction("load_began") { rt, _ in
-            rt.metrics.loadBegan()
+        // (offset): the first start, `offset` seconds into its schedule.
+        LuaFunction("load_began") { rt, args in
+            rt.metrics.loadBegan(offset: try args.number(1))
             return 0
         },
         LuaFunction("virtual_time") { rt, args in

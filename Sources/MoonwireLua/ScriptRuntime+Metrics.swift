@@ -21,7 +21,8 @@ public final class RunMetrics {
     private(set) var started = NIODeadline.now()
     /// The `--start-at` instant on this process's monotonic clock, if any.
     private(set) var startAt: NIODeadline?
-    /// When the first start of `mw.rate` or `mw.vus` ran, wall clock (seconds since 1970).
+    /// When the schedule of `mw.rate` or `mw.vus` actually began, wall clock (seconds since
+    /// 1970): its first start's time less that start's place in the schedule.
     private(set) var loadStarted: Double?
     public internal(set) var thresholds: [Threshold] = []
     public var shard: Shard?
@@ -204,9 +205,9 @@ public final class RunMetrics {
 
     private var warnedLate = false
 
-    /// The first start of the load, once.
-    func loadBegan() {
-        if loadStarted == nil { loadStarted = Self.wallClock() }
+    /// The first start of the load, `offset` seconds into its schedule: once.
+    func loadBegan(offset: Double) {
+        if loadStarted == nil { loadStarted = Self.wallClock() - offset }
     }
 
     static func wallClock() -> Double {

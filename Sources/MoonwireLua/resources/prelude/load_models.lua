@@ -105,8 +105,9 @@ function mw.rate(opts)
   local began = false
   local function start(intended, number)
     if not began then
+      -- When the schedule actually began: this start's time less its place in it.
       began = true
-      load_began()
+      load_began(intended - started_at)
     end
     if in_flight >= max_in_flight then
       metric_add(missed, 1)
@@ -222,8 +223,9 @@ function mw.vus(opts)
   for id = 1, count do
     if (id - 1) % shards == shard - 1 then
       mine = mine + 1
-      host.after(delay + ramp * (id - 1) / count, function()
-        load_began()
+      local offset = ramp * (id - 1) / count
+      host.after(delay + offset, function()
+        load_began(offset)
         mine = mine - 1
         running = running + 1
         result.started = result.started + 1
