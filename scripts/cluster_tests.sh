@@ -13,6 +13,7 @@
 # usage: MOONWIRE_BIN=PATH scripts/cluster_tests.sh [slurm] [podman] [kube]
 # The image is built from MOONWIRE_BIN (CI: the debug build; a release build here
 # takes longer than the whole of this script); MOONWIRE_IMAGE_BIN picks another.
+# MOONWIRE_CLUSTER_KEEP=1 keeps the scratch folder (logs, summaries) for a look.
 # Prints "N passed, N failed, N skipped" and exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +56,7 @@ cleanup() {
     for pid in "${pids[@]}"; do
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     done
-    rm -rf "$work"
+    if [ "${MOONWIRE_CLUSTER_KEEP:-}" = 1 ]; then echo "cluster: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -129,7 +130,6 @@ SelectType=select/cons_tres
 SlurmdParameters=config_overrides
 MpiDefault=none
 ReturnToService=2
-SchedulerParameters=sched_interval=1
 StateSaveLocation=$s/state
 SlurmdSpoolDir=$s/spool
 SlurmctldPidFile=$s/slurmctld.pid
@@ -148,7 +148,7 @@ EOF
     echo "cluster: slurm: one node idle" >&2
 
     # The array and its merge, thresholds from the script (mw.thresholds) checked on the whole.
-    deploy/slurm/submit.sh --shards 4 --lead 4 "$s/run" examples/load_rate.lua "$target" $rate $duration 0.001 >"$s/submit.out" 2>&1 ||
+    deploy/slurm/submit.sh --shards 4 --lead 8 "$s/run" examples/load_rate.lua "$target" $rate $duration 0.001 >"$s/submit.out" 2>&1 ||
         { cat "$s/submit.out" "$s/run"/*.log >&2; fail "slurm: submit.sh exited $?"; return 1; }
     check_merge "$s/run" 4 || return 1
     grep -q "pass  request_latency:p99 < 0.5" "$s/submit.out" || { cat "$s/submit.out" >&2; fail "slurm: the merge printed no passing thresholds"; return 1; }
@@ -162,8 +162,8 @@ EOF
     code=0
     deploy/slurm/submit.sh --shards 2 --lead 1 "$s/broken" "$s/no-such-script.lua" >"$s/broken.out" 2>&1 || code=$?
     [ $code -ne 0 ] && grep -q "the merge did not run" "$s/broken.out" || { cat "$s/broken.out" >&2; fail "slurm: a failed shard: submit.sh exited $code"; return 1; }
-    # srun -n 4: the shards from SLURM_PROCID of SLURM_NTASKS.
-    srun -n 4 "$MOONWIRE_BIN" run --start-at +2s --summary-json "$s/srun/" examples/load_rate.lua "$target" $rate $duration 0.001 >"$s/srun.out" 2>&1 ||
+    # srun -n 4: the shards from SLURM_PROCID of SLURM_NTASKS; one instant for all, from this shell.
+    srun -n 4 "$MOONWIRE_BIN" run --start-at $(($(date +%s) + 4)) --summary-json "$s/srun/" examples/load_rate.lua "$target" $rate $duration 0.001 >"$s/srun.out" 2>&1 ||
         { cat "$s/srun.out" >&2; fail "slurm: srun -n 4 exited $?"; return 1; }
     "$MOONWIRE_BIN" metrics merge "$s/srun" -o "$s/srun/merged.json" >"$s/srun-merge.out" 2>&1 || { cat "$s/srun-merge.out" >&2; fail "slurm: srun merge"; return 1; }
     check_merge "$s/srun" 4

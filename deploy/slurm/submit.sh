@@ -29,7 +29,13 @@ jobs="$(sbatch --parsable --array="0-$((shards - 1))" --output="$results/shard-%
 jobs="${jobs%%;*}"
 echo "submit.sh: shards: job array $jobs, $shards tasks, load from $(date -u -d "@$start" +%FT%TZ)" >&2
 status=0
+rm -f "$results/merge.log"
 sbatch --parsable --wait --dependency="afterok:$jobs" --kill-on-invalid-dep=yes --output="$results/merge.log" \
     "$here/merge.sbatch" "$results" "${thresholds[@]}" >/dev/null || status=$?
-cat "$results/merge.log" 2>/dev/null || echo "submit.sh: the merge did not run (a shard failed: see $results/shard-*.log)" >&2
+# A merge cancelled for a failed shard never ran, and sbatch --wait may still say 0.
+if [ ! -f "$results/merge.log" ]; then
+    echo "submit.sh: the merge did not run: a shard failed (see $results/shard-*.log)" >&2
+    exit 1
+fi
+cat "$results/merge.log"
 exit "$status"
