@@ -19,6 +19,11 @@ public enum StartAt {
     /// - RFC 3339: `2026-11-26T22:00:00Z`, `2026-11-26T23:00:00.250+01:00`;
     /// - epoch seconds, as `date +%s` or `date +%s.%N` print them, with or without `@`;
     /// - `+N` with `s`, `ms` or `m`: that long after `now`.
+    ///
+    /// ```swift
+    /// try StartAt.parse("2026-11-26T22:00:00Z", now: Date().timeIntervalSince1970)  // 1795730400
+    /// try StartAt.parse("+5s", now: 100)                                             // 105
+    /// ```
     public static func parse(_ text: String, now: Double) throws(ParseError) -> Double {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let at: Double

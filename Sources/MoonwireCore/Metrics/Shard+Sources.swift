@@ -19,6 +19,12 @@ extension Shard {
     /// Slurm's counts win; `MW_SHARDS` set beside them must agree. An `srun` step of
     /// one task, and a batch script itself (no `SLURM_STEP_ID`, where Slurm still sets
     /// `SLURM_PROCID` 0 and the allocation's `SLURM_NTASKS`), are no split: nil.
+    ///
+    /// ```swift
+    /// let env = ["SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "4"]
+    /// try Shard.resolve(option: nil, environment: env)    // 3/4
+    /// try Shard.resolve(option: "1/2", environment: env)  // 1/2: the option first
+    /// ```
     public static func resolve(option: String?, environment env: [String: String]) throws(SourceError) -> Shard? {
         if let text = option ?? env["MW_SHARD"] {
             let from = option != nil ? "--shard" : "MW_SHARD"
