@@ -183,6 +183,7 @@ default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
 runtime = "runc"
 EOF
     export CONTAINERS_CONF="$work/podman/containers.conf"
+    podman "${podman_opts[@]}" info >"$work/podman/info.out" 2>&1 || { skip "podman info fails: $(tail -1 "$work/podman/info.out")"; return; }
     local out
     out="$(PODMAN_OPTS="${podman_opts[*]}" scripts/image.sh --binary "${MOONWIRE_IMAGE_BIN:-$MOONWIRE_BIN}" --tag localhost/moonwire:latest --engine podman 2>"$work/podman/image.err")" ||
         { fail "image.sh: $(tail -3 "$work/podman/image.err" | tr '\n' ' ')"; podman_ready=1; return 1; }
