@@ -101,7 +101,7 @@ check_merge() {
     [ "$iterations" = "$total" ] || fail "$dir: $iterations iterations, not $total" || return 1
     [ "$(jq -c '[.shards[].index]' "$dir/merged.json")" = "$(jq -nc "[range(1; $n + 1)]")" ] || fail "$dir: shards $(jq -c .shards "$dir/merged.json")" || return 1
     [ "$(jq '.thresholds | length' "$dir/merged.json")" -ge 3 ] || fail "$dir: the merge has no thresholds" || return 1
-    echo "cluster: $dir: $n shards, $iterations iterations, sums exact, started $(jq '.startSpread * 1000 | floor' "$dir/merged.json") ms apart" >&2
+    echo "cluster: $dir: $n shards, $iterations iterations, sums exact, started $(jq '(.startSpread * 1e5 | floor) / 100' "$dir/merged.json") ms apart" >&2
 }
 
 part_slurm() {
