@@ -41,6 +41,14 @@ swift test --skip-build
 echo "== protocol modules against real servers" >&2
 MOONWIRE_BIN="$bin" scripts/protocol_tests.sh
 
+# A run spread over real engines: a one-node Slurm cluster, podman containers from the
+# project's image, `podman kube play` of the Kubernetes pod (scripts/cluster_tests.sh,
+# ~2 min; a part the machine refuses is skipped with the reason).
+if [ "${MOONWIRE_SKIP_CLUSTER:-}" != "1" ]; then
+    echo "== cluster engines (Slurm, podman, kube play)" >&2
+    MOONWIRE_BIN="$bin" scripts/cluster_tests.sh
+fi
+
 if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
     # Autobahn|Testsuite, CI set (groups 1-7 and 10, ~10 s once the suite is
     # installed): fails on any FAILED case. The full run: scripts/autobahn.sh --all.

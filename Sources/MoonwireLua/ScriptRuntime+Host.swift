@@ -14,6 +14,16 @@ extension ScriptRuntime {
             args.lua.push(rt.clock.seconds)
             return 1
         },
+        // The load models' schedule: when it begins (`--start-at`), and that it did.
+        LuaFunction("load_start") { rt, args in
+            args.lua.push(rt.metrics.loadStart(clock: rt.clock, logger: rt.options.logger))
+            return 1
+        },
+        // (offset): the first start, `offset` seconds into its schedule.
+        LuaFunction("load_began") { rt, args in
+            rt.metrics.loadBegan(offset: try args.number(1))
+            return 0
+        },
         LuaFunction("virtual_time") { rt, args in
             args.lua.push(rt.clock.isVirtual)
             return 1

@@ -47,6 +47,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         /// Put before `package.path` and `package.cpath` when the state is made: the
         /// script's folder and `run --lua-path` (see ``ModuleSearchPath``).
         public var searchPath = ModuleSearchPath()
+        /// `run --start-at`: when `mw.rate` and `mw.vus` begin, wall clock (seconds since
+        /// 1970); the run's duration counts from there. Real clock only.
+        public var startAt: Double?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
@@ -150,6 +153,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         self.completionPromise = eventLoop.makePromise()
         self.sendBudget = SendBudgetPool(budget: 0, eventLoop: eventLoop)
         metrics.shard = options.shard
+        if let startAt = options.startAt, !options.virtualTime {
+            metrics.startRun(at: startAt)
+        }
         sendBudget.onFirstReached = { [weak self] in self?.warnSendBudgetReached() }
         installGuard()
         installModule()
