@@ -53,6 +53,13 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             cxxSettings: [.unsafeFlags(["-O2", "-fno-exceptions", "-fno-rtti"])]
         ),
+        // mw.msgpack and mw.cbor: native decoders and encoder in C (bench/formats: faster
+        // than Debian's msgpack-c and libcbor on the same messages), with mw.json's markers.
+        .target(
+            name: "CMoonPack",
+            dependencies: ["CLua", "CMoonJSON"],
+            cSettings: [.unsafeFlags(["-O2"])]
+        ),
         .target(
             name: "MoonwireCore",
             dependencies: [
@@ -75,7 +82,7 @@ let package = Package(
         ),
         .target(
             name: "MoonwireLua",
-            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "MoonwireCore"],
+            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "CMoonPack", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude/runtime.lua"),
                 .embedInCode("resources/prelude/connections.lua"),
