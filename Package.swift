@@ -152,12 +152,13 @@ if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
             "MoonwireCore",
             "MoonwireLua",
             "LuaCoverage",
+            "CMoonPack",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Fuzz/MoonwireFuzz",
-        resources: [.embedInCode("lua_json.lua")],
+        resources: [.embedInCode("lua_json.lua"), .embedInCode("lua_pack.lua")],
         swiftSettings: [.unsafeFlags(["-parse-as-library"])]
     ))
     package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))

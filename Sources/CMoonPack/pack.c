@@ -100,12 +100,21 @@ typedef struct decoder {
 #define D_TAG_MT 6
 #define D_EXT_MT 7
 
+/* A path deeper than PATH_HEAD + PATH_TAIL steps is shown as its first and last steps. */
+#define PATH_HEAD 6
+#define PATH_TAIL 4
+
 /* Pushes "value[2].name" for the decoder's position. */
 static void push_decode_path(lua_State *L, const decoder *d) {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     luaL_addstring(&b, "value");
     for (int i = 1; i <= d->depth; i++) {
+        if (i == PATH_HEAD + 1 && d->depth > PATH_HEAD + PATH_TAIL) {
+            lua_pushfstring(L, "...(%d levels)...", d->depth - PATH_HEAD - PATH_TAIL);
+            luaL_addvalue(&b);
+            i = d->depth - PATH_TAIL + 1;
+        }
         const dstep *s = &d->path[i];
         switch (s->kind) {
         case STEP_INDEX:
@@ -690,6 +699,11 @@ static void push_encode_path(lua_State *L, const encoder *e, int depth) {
     luaL_buffinit(L, &p);
     luaL_addstring(&p, "value");
     for (int i = 1; i <= depth; i++) {
+        if (i == PATH_HEAD + 1 && depth > PATH_HEAD + PATH_TAIL) {
+            lua_pushfstring(L, "...(%d levels)...", depth - PATH_HEAD - PATH_TAIL);
+            luaL_addvalue(&p);
+            i = depth - PATH_TAIL + 1;
+        }
         const estep *s = &e->path[i];
         if (s->is_index) {
             lua_pushfstring(L, "[%I]", s->index);

@@ -12,7 +12,9 @@ bits, tags). Then messages moonwire must refuse (an integer past int64, invalid 
 a string, truncated input, lengths past the end, a 2 GiB declared length, 10 000 levels
 of nesting): each an error in words.
 
-usage: diff.py MOONWIRE_BIN      (run from scripts/test.sh; takes about a second)
+usage: diff.py MOONWIRE_BIN      (run from scripts/test.sh; takes a few seconds)
+       diff.py --seeds           writes the messages of up to 4 KiB as the fuzz targets'
+                                 seeds, Fuzz/corpus/lua-msgpack and Fuzz/corpus/lua-cbor
 """
 import math
 import os
@@ -177,6 +179,18 @@ BAD_CBOR = [
 ]
 
 
+def write_seeds(mp_messages, cb_messages):
+    import hashlib
+    root = os.path.join(HERE, "..", "..", "Fuzz", "corpus")
+    for target, messages in (("lua-msgpack", mp_messages), ("lua-cbor", cb_messages)):
+        d = os.path.join(root, target)
+        os.makedirs(d, exist_ok=True)
+        for m in messages:
+            m = m[:4096]
+            with open(os.path.join(d, hashlib.sha1(m).hexdigest()[:16]), "wb") as f:
+                f.write(m)
+
+
 def main():
     sys.setrecursionlimit(20000)
     failures = []
@@ -186,6 +200,13 @@ def main():
     mp_values = values + [msgpack.ExtType(5, b"abcd"), msgpack.Timestamp(1700000000, 5), msgpack.Timestamp(2**34 + 1, 0), msgpack.ExtType(7, b"x" * 3),
                           msgpack.ExtType(8, b"y" * 300), {"ext": msgpack.ExtType(1, b"\x01")}]
     mp_messages = [msgpack.packb(msgpack_canonical(v)) for v in mp_values]
+    cb_values = values + [cbor2.CBORTag(4000, "x"), cbor2.CBORTag(55799, {"a": [1, 2]}), 2**64, -2**64 - 1,
+                          cbor2.CBORTag(4001, cbor2.CBORTag(4002, b"\x00"))]
+    cb_messages = [cbor2.dumps(cbor_canonical(v)) for v in cb_values]
+    if MOONWIRE == "--seeds":
+        write_seeds(mp_messages + [m for m, _ in BAD_MSGPACK], cb_messages + [m for m, _ in BAD_CBOR]
+                    + [b"\x9f\x01\x5f\x41a\x41b\xff\x7f\x61a\xff\xff", b"\xf9\x7e\x01", b"\xf7", b"\xfa\x7f\xc0\x00\x01"])
+        return
     for v, m, line in zip(mp_values, mp_messages, run_moonwire("msgpack", mp_messages)):
         if line != "V " + m.hex():
             failures.append(f"msgpack {short(v)}: python {short(m.hex())}, moonwire {short(line)}")
@@ -195,9 +216,6 @@ def main():
             failures.append(f"msgpack bad input {short(m.hex())}: expected an error with '{word}', got {short(line)}")
 
     # CBOR: equal values both ways (and how many are also byte-equal to cbor2's).
-    cb_values = values + [cbor2.CBORTag(4000, "x"), cbor2.CBORTag(55799, {"a": [1, 2]}), 2**64, -2**64 - 1,
-                          cbor2.CBORTag(4001, cbor2.CBORTag(4002, b"\x00"))]
-    cb_messages = [cbor2.dumps(cbor_canonical(v)) for v in cb_values]
     byte_equal = 0
     for v, m, line in zip(cb_values, cb_messages, run_moonwire("cbor", cb_messages)):
         if not line.startswith("V "):
