@@ -546,12 +546,8 @@ static int decode_run(lua_State *L) {
 
 /* Pushes value, nil or nil, message. Returns the status of the protected call. */
 static int decode_protected(lua_State *L, int fmt, const void *bytes, size_t n, int bytes_as_string) {
-    decoder *d = (decoder *)malloc(sizeof(decoder));
-    if (d == NULL) {
-        lua_pushnil(L);
-        lua_pushstring(L, "not enough memory");
-        return LUA_OK;
-    }
+    decoder state; /* on this frame: no allocation per message */
+    decoder *d = &state;
     d->start = d->p = (const uint8_t *)bytes;
     d->end = d->start + n;
     d->fmt = fmt;
@@ -560,7 +556,6 @@ static int decode_protected(lua_State *L, int fmt, const void *bytes, size_t n, 
     lua_pushcfunction(L, decode_run);
     lua_pushlightuserdata(L, d);
     int status = lua_pcall(L, 1, 1, 0);
-    free(d);
     if (status == LUA_OK) {
         lua_pushnil(L);
     } else if (status == LUA_ERRRUN) {
@@ -1059,11 +1054,8 @@ static int encode_run(lua_State *L) {
 static int encode_protected(lua_State *L, int fmt, int idx, buffer *out) {
     idx = lua_absindex(L, idx);
     mwj_buffer_init(out);
-    encoder *e = (encoder *)malloc(sizeof(encoder));
-    if (e == NULL) {
-        lua_pushfstring(L, "%s.encode: not enough memory", module_name[fmt]);
-        return LUA_ERRMEM;
-    }
+    encoder state; /* on this frame: no allocation per message */
+    encoder *e = &state;
     e->out = out;
     e->fmt = fmt;
     mwj_buffer_init(&e->keys);
@@ -1074,7 +1066,6 @@ static int encode_protected(lua_State *L, int fmt, int idx, buffer *out) {
     int status = lua_pcall(L, 2, 0, 0);
     mwj_buffer_free(&e->keys);
     mwj_buffer_free(&e->entries);
-    free(e);
     if (status != LUA_OK) {
         mwj_buffer_free(out);
         luaL_tolstring(L, -1, NULL);
