@@ -89,6 +89,8 @@ typedef struct decoder {
     int fmt;
     int bytes_as_string;
     int depth;
+    int key_next;   /* the value being read is a map key */
+    void *keys;     /* mw.json's key cache (its strings in stack slot D_KEYS), or NULL */
     dstep path[MWP_MAX_DEPTH + 2];
 } decoder;
 
@@ -99,6 +101,7 @@ typedef struct decoder {
 #define D_BYTES_MT 5
 #define D_TAG_MT 6
 #define D_EXT_MT 7
+#define D_KEYS 8
 
 /* A path deeper than PATH_HEAD + PATH_TAIL steps is shown as its first and last steps. */
 #define PATH_HEAD 6
@@ -224,6 +227,10 @@ static void push_string(lua_State *L, decoder *d, size_t n, int text) {
         dfail(L, d, "%s is not valid UTF-8", d->fmt == FMT_CBOR ? "a text string" : "a str");
     }
     d->p += n;
+    if (text && d->key_next && d->keys) {
+        mwj_push_key(L, d->keys, D_KEYS, s, n);
+        return;
+    }
     if (text || d->bytes_as_string) {
         lua_pushlstring(L, s, n);
         return;
@@ -242,6 +249,7 @@ static void decode_array(lua_State *L, decoder *d, int64_t n) {
         dfail(L, d, "an array of %I items with %I bytes left", (lua_Integer)n, (lua_Integer)left(d));
     }
     enter(L, d, STEP_INDEX);
+    d->key_next = 0;
     lua_createtable(L, hint(n), 0);
     lua_pushvalue(L, D_ARRAY_MT);
     lua_setmetatable(L, -2);
@@ -311,7 +319,9 @@ static void decode_map(lua_State *L, decoder *d, int64_t n) {
         }
         step->kind = STEP_KEY;
         step->index = i;
+        d->key_next = 1;
         decode_value(L, d);
+        d->key_next = 0;
         check_key(L, d);
         step->kind = STEP_VALUE;
         step->key_slot = lua_gettop(L);
@@ -324,6 +334,7 @@ static void decode_map(lua_State *L, decoder *d, int64_t n) {
 /* { tag = tag, value = <next value> } (CBOR) or { type = type, data = s } (msgpack ext). */
 static void decode_tag(lua_State *L, decoder *d, int64_t tag) {
     enter(L, d, STEP_TAG);
+    d->key_next = 0;
     lua_createtable(L, 0, 2);
     lua_pushinteger(L, tag);
     lua_setfield(L, -2, "tag");
@@ -536,6 +547,7 @@ static int decode_run(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &slots_key);
     for (int i = 1; i <= S_COUNT; i++) lua_rawgeti(L, 2, i);
     lua_remove(L, 2); /* 2 null .. 7 ext_mt */
+    d->keys = mwj_key_cache_push(L); /* 8 */
     if (d->p == d->end) dfail(L, d, "an empty message");
     decode_value(L, d);
     if (d->p != d->end) {
@@ -553,6 +565,8 @@ static int decode_protected(lua_State *L, int fmt, const void *bytes, size_t n, 
     d->fmt = fmt;
     d->bytes_as_string = bytes_as_string;
     d->depth = 0;
+    d->key_next = 0;
+    d->keys = NULL;
     lua_pushcfunction(L, decode_run);
     lua_pushlightuserdata(L, d);
     int status = lua_pcall(L, 1, 1, 0);

@@ -23,7 +23,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$MOONWIRE_BIN" run bench/json/codec.lua --write "$work"
 "$MOONWIRE_BIN" run bench/formats/codec.lua "$work" --write-binary
-cc -O2 -o "$work/libs" bench/formats/libs.c -lmsgpack-c -lcbor 2>/dev/null || cc -O2 -o "$work/libs" bench/formats/libs.c -lmsgpackc -lcbor
+cc -O2 -o "$work/libs" bench/formats/libs.c $(pkg-config --cflags --libs lua5.4) -lmsgpackc -lcbor
 mkdir -p bench/results
 {
     echo "# mw.msgpack and mw.cbor vs lua-cjson, same process"
@@ -32,7 +32,8 @@ mkdir -p bench/results
     echo
     "$MOONWIRE_BIN" run --callback-warning 0 --callback-timeout 0 bench/formats/codec.lua "$work" "${1:-3}" "${2:-1}"
     echo
-    echo "Debian's libraries on the same bytes, decode into their own tree + encode it, µs (no Lua values made):"
+    echo "Debian's libraries on the same bytes, decode + encode, µs: 'tree' into their own tree and back (no Lua);"
+    echo "'+ Lua' as a codec on them would run (tree, then Lua values, and back; no UTF-8 check, no key order):"
     echo
     "$work/libs" "$work" "${2:-1}"
 } | tee bench/results/formats-codec.md

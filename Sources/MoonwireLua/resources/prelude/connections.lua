@@ -25,7 +25,9 @@ local function without_codec(opts, fname)
   copy.codec = nil
   if type(codec) == "string" and host.native_codecs[codec] then
     local module = mw[codec]
-    native_codecs[codec] = native_codecs[codec] or { encode = module.encode, decode = module.decode, native = true, name = codec }
+    -- decode(message, kind): the kind is not an option of the module's decode.
+    native_codecs[codec] = native_codecs[codec]
+      or { encode = module.encode, decode = function(s) return module.decode(s) end, native = true, name = codec }
     copy.codec = codec
     return copy, native_codecs[codec]
   end
