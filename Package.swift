@@ -53,8 +53,9 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             cxxSettings: [.unsafeFlags(["-O2", "-fno-exceptions", "-fno-rtti"])]
         ),
-        // mw.msgpack and mw.cbor: native decoders and encoder in C (bench/formats: faster
-        // than Debian's msgpack-c and libcbor on the same messages), with mw.json's markers.
+        // mw.msgpack and mw.cbor: native decoders and encoder in C, bytes straight to Lua
+        // values and back, with mw.json's markers (bench/formats: as fast as a codec on
+        // Debian's msgpack-c, faster than one on libcbor; docs/formats.md).
         .target(
             name: "CMoonPack",
             dependencies: ["CLua", "CMoonJSON"],
