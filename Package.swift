@@ -53,6 +53,14 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             cxxSettings: [.unsafeFlags(["-O2", "-fno-exceptions", "-fno-rtti"])]
         ),
+        // mw.msgpack and mw.cbor: native decoders and encoder in C, bytes straight to Lua
+        // values and back, with mw.json's markers (bench/formats: as fast as a codec on
+        // Debian's msgpack-c, faster than one on libcbor; docs/formats.md).
+        .target(
+            name: "CMoonPack",
+            dependencies: ["CLua", "CMoonJSON"],
+            cSettings: [.unsafeFlags(["-O2"])]
+        ),
         .target(
             name: "MoonwireCore",
             dependencies: [
@@ -75,7 +83,7 @@ let package = Package(
         ),
         .target(
             name: "MoonwireLua",
-            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "MoonwireCore"],
+            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "CMoonPack", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude/runtime.lua"),
                 .embedInCode("resources/prelude/connections.lua"),
@@ -158,12 +166,13 @@ if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
             "MoonwireCore",
             "MoonwireLua",
             "LuaCoverage",
+            "CMoonPack",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Fuzz/MoonwireFuzz",
-        resources: [.embedInCode("lua_json.lua")],
+        resources: [.embedInCode("lua_json.lua"), .embedInCode("lua_pack.lua")],
         swiftSettings: [.unsafeFlags(["-parse-as-library"])]
     ))
     package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))

@@ -25,6 +25,9 @@ rm -rf "$lint"
 echo "== moonwire test examples/tests" >&2
 "$bin" test examples/tests
 
+echo "== scripts/formats/diff.py: mw.msgpack and mw.cbor against Python's msgpack and cbor2" >&2
+"$(Tests/MoonwireCoreTests/Peers/setup_venv.sh)" scripts/formats/diff.py "$bin"
+
 echo "== moonwire test --virtual-time examples/tests" >&2
 "$bin" test --virtual-time examples/tests
 

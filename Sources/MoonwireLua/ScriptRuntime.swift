@@ -2,6 +2,7 @@ import CLua
 import CLuaShim
 import CMoonJSON
 import Foundation
+import CMoonPack
 import Logging
 import MoonwireCore
 import NIOCore
@@ -413,6 +414,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         // host.json_native(module): json.lua's module with the native encode and decode.
         mw_pushcfunction(lua.L, mw_json_install)
         lua.setField("json_native", table: -2)
+        // host.pack_native(json_module) -> mw.msgpack, mw.cbor (sharing mw.json's markers).
+        mw_pushcfunction(lua.L, mw_pack_install)
+        lua.setField("pack_native", table: -2)
+        // The codec names Swift runs natively (`codec = NAME`), for the prelude.
+        lua.push(LuaValue.table(Dictionary(uniqueKeysWithValues: NativeCodec.allCases.map { (LuaValue.text($0.rawValue), LuaValue.boolean(true)) })))
+        lua.setField("native_codecs", table: -2)
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)

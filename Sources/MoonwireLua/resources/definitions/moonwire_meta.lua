@@ -54,7 +54,7 @@
 ---@field reconnect? mw.Reconnect|false
 ---@field queue? mw.Queue
 ---@field framing? "line"|"raw"|table|fun(buffer: string): string?, integer?
----@field codec? "json"|mw.Codec
+---@field codec? "json"|"msgpack"|"cbor"|mw.Codec
 ---@field record? string
 ---@field record_secrets? boolean
 
@@ -66,7 +66,7 @@
 ---@field handshake_timeout? number
 ---@field tls? { cert: string, key: string, ca?: string }
 ---@field framing? "line"|"raw"|table
----@field codec? "json"|mw.Codec
+---@field codec? "json"|"msgpack"|"cbor"|mw.Codec
 ---@field heartbeat? mw.Heartbeat|false
 ---@field queue? mw.Queue
 ---@field slow_peer? "drop"|"close"
@@ -260,6 +260,82 @@ function mw.json.array(t) end
 ---@param t? table
 ---@return table
 function mw.json.object(t) end
+
+---@class mw.msgpack
+---@field null lightuserdata MessagePack nil (the same value as mw.json.null)
+mw.msgpack = {}
+
+---MessagePack bytes of `value` (smallest integers, float 64, map keys sorted by their
+---encoded bytes); unencodable values raise, naming where.
+---@param value any
+---@return string
+function mw.msgpack.encode(value) end
+
+---The value of MessagePack bytes, or nil and why (path and byte).
+---@param bytes string
+---@param opts? { bytes?: "marker"|"string" }
+---@return any value
+---@return string? err
+function mw.msgpack.decode(bytes, opts) end
+
+---Marks `t` (or a new table) to encode as an array even when empty.
+---@param t? table
+---@return table
+function mw.msgpack.array(t) end
+
+---Marks `t` (or a new table) to encode as a map even when empty.
+---@param t? table
+---@return table
+function mw.msgpack.object(t) end
+
+---Bytes to write as bin, not str: `{ data = s }`.
+---@param s string
+---@return table
+function mw.msgpack.bin(s) end
+
+---An ext value: `{ type = n, data = s }`.
+---@param type integer
+---@param data string
+---@return table
+function mw.msgpack.ext(type, data) end
+
+---@class mw.cbor
+---@field null lightuserdata CBOR null (the same value as mw.json.null)
+mw.cbor = {}
+
+---CBOR bytes of `value` (shortest heads, float 64, RFC 8949 key order); unencodable
+---values raise, naming where.
+---@param value any
+---@return string
+function mw.cbor.encode(value) end
+
+---The value of CBOR bytes, or nil and why (path and byte).
+---@param bytes string
+---@param opts? { bytes?: "marker"|"string" }
+---@return any value
+---@return string? err
+function mw.cbor.decode(bytes, opts) end
+
+---Marks `t` (or a new table) to encode as an array even when empty.
+---@param t? table
+---@return table
+function mw.cbor.array(t) end
+
+---Marks `t` (or a new table) to encode as a map even when empty.
+---@param t? table
+---@return table
+function mw.cbor.object(t) end
+
+---Bytes to write as a byte string, not a text string: `{ data = s }`.
+---@param s string
+---@return table
+function mw.cbor.bytes(s) end
+
+---A tagged value: `{ tag = n, value = v }`.
+---@param tag integer
+---@param value any
+---@return table
+function mw.cbor.tagged(tag, value) end
 
 ---@class mw.metrics
 mw.metrics = {}

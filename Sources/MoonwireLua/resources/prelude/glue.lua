@@ -50,6 +50,10 @@ mw.log = setmetatable({
 -- why not lua-cjson).
 mw.json = host.json_native(host.json_module())
 
+-- MessagePack and CBOR in native code, with mw.json's null and array/object markers
+-- (docs/formats.md).
+mw.msgpack, mw.cbor = host.pack_native(mw.json)
+
 -- Lua's own print writes each argument, the tabs and the newline separately;
 -- workers (run --workers) share the process's stdout, so their lines could mix
 -- mid-line. This one renders the line the same way and writes it in one piece.
