@@ -53,6 +53,16 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             cxxSettings: [.unsafeFlags(["-O2", "-fno-exceptions", "-fno-rtti"])]
         ),
+        // mw.protobuf: Debian's libprotobuf parses .proto files at run time (C++, no Lua);
+        // C walks the descriptors between the wire bytes and Lua tables. pkg-config's
+        // `protobuf` is just -lprotobuf; the parser (compiler::Importer) is in it too.
+        .target(
+            name: "CMoonProto",
+            dependencies: ["CLua"],
+            cSettings: [.unsafeFlags(["-O2"])],
+            cxxSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("protobuf")]
+        ),
         .target(
             name: "MoonwireCore",
             dependencies: [
@@ -75,7 +85,7 @@ let package = Package(
         ),
         .target(
             name: "MoonwireLua",
-            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "MoonwireCore"],
+            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "CMoonProto", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude/runtime.lua"),
                 .embedInCode("resources/prelude/connections.lua"),
@@ -86,6 +96,7 @@ let package = Package(
                 .embedInCode("resources/prelude/module.lua"),
                 .embedInCode("resources/test_runner.lua"),
                 .embedInCode("resources/json.lua"),
+                .embedInCode("resources/protobuf.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),

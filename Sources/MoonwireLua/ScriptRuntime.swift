@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import CMoonJSON
+import CMoonProto
 import Logging
 import MoonwireCore
 import NIOCore
@@ -373,6 +374,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         for (field, source, name) in [
             ("json_module", PackageResources.json_lua, "@moonwire/json.lua"),
             ("inspect_module", PackageResources.inspect_lua, "@moonwire/inspect.lua"),
+            ("protobuf_module", PackageResources.protobuf_lua, "@moonwire/protobuf.lua"),
         ] {
             do {
                 try lua.load(source: source, chunkName: name)
@@ -384,6 +386,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         // host.json_native(module): json.lua's module with the native encode and decode.
         mw_pushcfunction(lua.L, mw_json_install)
         lua.setField("json_native", table: -2)
+        // host.protobuf_native(array_mt, object_mt): mw.protobuf's native half (CMoonProto).
+        mw_pushcfunction(lua.L, mw_protobuf_open)
+        lua.setField("protobuf_native", table: -2)
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)

@@ -3,7 +3,8 @@
 # `pexpect`, which drives `moonwire connect` and `listen` through a pseudo-terminal,
 # `python-socketio` on `aiohttp` (socketio_server.py), `prometheus-client`, whose
 # text-format parser checks `run --metrics-port`, and `kubernetes-validate`, which checks
-# deploy/kubernetes/ against the Kubernetes schemas.
+# deploy/kubernetes/ against the Kubernetes schemas, and `protobuf` (upb), the reference
+# mw.protobuf's differential test (scripts/protobuf_diff.sh) compares against.
 # usage: setup_venv.sh [VENV_DIR]   (default /tmp/mwvenv); prints the venv's python path.
 set -euo pipefail
 VENV=${1:-/tmp/mwvenv}
@@ -13,5 +14,8 @@ if ! "$VENV/bin/python" -c 'import websockets, pexpect, socketio, aiohttp' 2>/de
 fi
 if ! "$VENV/bin/python" -c 'import prometheus_client, kubernetes_validate' 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check 'prometheus-client>=0.20' 'kubernetes-validate>=1.30' >&2
+fi
+if ! "$VENV/bin/python" -c 'import google.protobuf' 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'protobuf>=4.21' >&2
 fi
 echo "$VENV/bin/python"

@@ -220,7 +220,8 @@ function mw.connect(url, opts)
     copy, codec = without_codec(opts, "mw.connect")
     auto_rules = split_auto_reply(copy, "mw.connect", codec)
     copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
-    kind = split_kind(copy, "mw.connect")
+    -- A codec may name its frames' kind (mw.protobuf's are binary); opts.kind wins.
+    kind = split_kind(copy, "mw.connect") or (codec and codec.kind)
     copy.kind = nil
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
