@@ -287,7 +287,7 @@ static void push_default(lua_State *L, decoder *d, const mwp_field *f, int depth
     }
     case MWP_MESSAGE: case MWP_GROUP:
         lua_createtable(L, 0, 0);
-        decode_message(L, d, &d->s->messages[f->sub], NULL, NULL, depth + 1, 0, NULL);
+        decode_message(L, d, &d->s->messages[f->sub], NULL, NULL, depth, 0, NULL);
         break;
     default: lua_pushinteger(L, 0);
     }
@@ -368,16 +368,16 @@ static const uint8_t *push_value(lua_State *L, decoder *d, const mwp_field *f, c
     }
     case MWP_MESSAGE: {
         p = dlength(L, d, depth, p, end, &len);
-        if (depth + 1 > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
+        if (depth > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
         lua_createtable(L, 0, 0);
-        decode_message(L, d, &d->s->messages[f->sub], p, p + len, depth + 1, 0, NULL);
+        decode_message(L, d, &d->s->messages[f->sub], p, p + len, depth, 0, NULL);
         return p + len;
     }
     default: { /* MWP_GROUP */
         const uint8_t *after;
-        if (depth + 1 > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
+        if (depth > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
         lua_createtable(L, 0, 0);
-        decode_message(L, d, &d->s->messages[f->sub], p, end, depth + 1, f->number, &after);
+        decode_message(L, d, &d->s->messages[f->sub], p, end, depth, f->number, &after);
         return after;
     }
     }
@@ -408,9 +408,9 @@ static void decode_entry(lua_State *L, decoder *d, const mwp_field *f, int map, 
             /* a repeated value message merges */
             size_t len;
             p = dlength(L, d, depth, p, end, &len);
-            if (depth + 1 > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
+            if (depth > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
             lua_pushvalue(L, k + 1);
-            decode_message(L, d, &d->s->messages[g->sub], p, p + len, depth + 1, 0, NULL);
+            decode_message(L, d, &d->s->messages[g->sub], p, p + len, depth, 0, NULL);
             lua_pop(L, 1);
             p += len;
             continue;
@@ -431,9 +431,11 @@ static void decode_entry(lua_State *L, decoder *d, const mwp_field *f, int map, 
 
 /* The table of repeated field or map `f` of the message at `t`, made the first time. */
 static void push_container(lua_State *L, decoder *d, const mwp_field *f, int t, seen_set *seen, uint32_t i) {
-    int was = seen_get(seen, i);
-    if (was == 1 || (was == -1 && (lua_rawgeti(L, d->names, f->name_id), lua_rawget(L, t)) == LUA_TTABLE)) return;
-    if (was == -1) lua_pop(L, 1);
+    if (seen_get(seen, i) != 0) {
+        lua_rawgeti(L, d->names, f->name_id);
+        if (lua_rawget(L, t) == LUA_TTABLE) return;
+        lua_pop(L, 1);
+    }
     lua_createtable(L, 0, 0);
     lua_pushvalue(L, f->map ? d->object_mt : d->array_mt);
     lua_setmetatable(L, -2);
@@ -542,7 +544,7 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
                 && (lua_rawgeti(L, d->names, f->name_id), lua_rawget(L, t)) == LUA_TTABLE) {
                 /* a message field seen twice: the second merges into the first */
                 const mwp_message *sub = &d->s->messages[f->sub];
-                if (depth + 1 > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
+                if (depth + 1 > MAX_DEPTH) dfail(L, d, depth + 1, p, "messages nested deeper than %d levels", MAX_DEPTH);
                 if (f->type == MWP_MESSAGE) {
                     size_t len;
                     p = dlength(L, d, depth + 1, p, end, &len);
@@ -580,7 +582,7 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
             lua_pop(L, 1);
         } else {
             lua_rawgeti(L, d->names, f->name_id);
-            push_default(L, d, f, depth);
+            push_default(L, d, f, depth + 1);
             lua_rawset(L, t);
         }
     }
@@ -612,6 +614,7 @@ static int decode_run(lua_State *L) {
     const uint8_t *bytes = (const uint8_t *)lua_touserdata(L, 3);
     size_t n = (size_t)lua_tointeger(L, 4);
     decoder d;
+    memset(d.path, 0, sizeof d.path);
     d.s = box->s;
     d.begin = bytes;
     d.root = &d.s->messages[index];
@@ -1000,17 +1003,22 @@ static int key_type_of(int t) {
     return LUA_TNUMBER;
 }
 
-static int unsigned_key;
+/* Map entries go in the order Python's protobuf (upb) writes them with
+ * deterministic=True, so that the bytes are equal: string keys bytewise
+ * ascending with a longer key before its own prefix, integer and bool keys by
+ * descending unsigned 64-bit value (so true before false, and negative keys,
+ * sign-extended, first). (C++ libprotobuf orders integer keys ascending; both
+ * read either order.) */
 static int compare_keys(const void *pa, const void *pb) {
     const map_key *a = (const map_key *)pa, *b = (const map_key *)pb;
     if (a->type == LUA_TSTRING) {
         size_t n = a->n < b->n ? a->n : b->n;
         int c = memcmp(a->s, b->s, n);
         if (c) return c;
-        return a->n < b->n ? -1 : a->n > b->n;
+        return a->n > b->n ? -1 : a->n < b->n;
     }
-    if (unsigned_key) return (lua_Unsigned)a->i < (lua_Unsigned)b->i ? -1 : (lua_Unsigned)a->i > (lua_Unsigned)b->i;
-    return a->i < b->i ? -1 : a->i > b->i;
+    lua_Unsigned x = (lua_Unsigned)a->i, y = (lua_Unsigned)b->i;
+    return x > y ? -1 : x < y;
 }
 
 /* A map field: its entries in key order (as the reference implementations
@@ -1040,7 +1048,6 @@ static void put_map(lua_State *L, encoder *e, const mwp_field *f, int v, int dep
         else if (kt == LUA_TBOOLEAN) mk->i = lua_toboolean(L, -1);
         else mk->i = lua_tointeger(L, -1);
     }
-    unsigned_key = key->type == MWP_UINT32 || key->type == MWP_UINT64 || key->type == MWP_FIXED32 || key->type == MWP_FIXED64;
     qsort(keys, count, sizeof(map_key), compare_keys);
     step *st = &e->path[depth - 1];
     st->kind = 2;
@@ -1086,7 +1093,7 @@ static void put_repeated(lua_State *L, encoder *e, const mwp_field *f, int v, in
         for (lua_Integer i = 1; i <= n; i++) {
             st->index = i;
             lua_rawgeti(L, v, i);
-            put_value(L, e, f, -1, depth);
+            put_value(L, e, f, lua_gettop(L), depth);
             lua_pop(L, 1);
         }
         end_length(L, e, at);
@@ -1166,6 +1173,7 @@ static int encode_run(lua_State *L) {
     schema_box *box = (schema_box *)lua_touserdata(L, 1);
     lua_Integer index = lua_tointeger(L, 2);
     encoder e;
+    memset(e.path, 0, sizeof e.path);
     e.s = box->s;
     e.b = (buffer *)lua_touserdata(L, 4);
     e.root = &e.s->messages[index];
@@ -1317,6 +1325,20 @@ static int proto_fields(lua_State *L) {
     return 1;
 }
 
+/* enum_values(schema, enum index) -> { name -> number } (a copy) */
+static int proto_enum_values(lua_State *L) {
+    schema_box *box = (schema_box *)luaL_checkudata(L, 1, SCHEMA);
+    lua_Integer index = luaL_checkinteger(L, 2);
+    if (!box->s || index < 0 || (lua_Unsigned)index >= box->s->nenums) return luaL_error(L, "no such enum");
+    const mwp_enum *en = &box->s->enums[index];
+    lua_createtable(L, 0, (int)en->ndeclared);
+    for (uint32_t i = 0; i < en->ndeclared; i++) {
+        lua_pushinteger(L, en->declared[i].number);
+        lua_setfield(L, -2, en->declared[i].name);
+    }
+    return 1;
+}
+
 /* The closures share upvalues: side table, array metatable, object metatable. */
 static void push_closure(lua_State *L, int base, lua_CFunction outer, lua_CFunction inner) {
     for (int i = 0; i < 3; i++) lua_pushvalue(L, base + i);
@@ -1366,5 +1388,7 @@ int mw_protobuf_open(lua_State *L) {
     lua_setfield(L, -2, "unknown");
     lua_pushcfunction(L, proto_fields);
     lua_setfield(L, -2, "fields");
+    lua_pushcfunction(L, proto_enum_values);
+    lua_setfield(L, -2, "enum_values");
     return 1;
 }

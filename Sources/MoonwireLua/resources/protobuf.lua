@@ -12,6 +12,8 @@ local protobuf = {}
 
 -- Every message type loaded so far: full name -> { schema, index }.
 local types = {}
+-- And every enum: full name -> { schema, index }.
+local enums = {}
 local native_encode, native_decode = native.encode, native.decode
 
 local function lookup(name, fname, level)
@@ -36,7 +38,7 @@ function protobuf.load(paths, opts)
   end
   local import_paths = opts and opts.import_paths
   if type(import_paths) == "string" then import_paths = { import_paths } end
-  local ok, schema, messages = pcall(native.load, paths, import_paths)
+  local ok, schema, messages, enum_names = pcall(native.load, paths, import_paths)
   if not ok then error("mw.protobuf.load: " .. tostring(schema), user_level(2)) end
   if not schema then error("mw.protobuf.load: " .. messages, user_level(2)) end
   local names = {}
@@ -44,8 +46,16 @@ function protobuf.load(paths, opts)
     types[name] = { schema, index }
     names[#names + 1] = name
   end
+  for name, index in pairs(enum_names) do enums[name] = { schema, index } end
   table.sort(names)
   return names
+end
+
+-- mw.protobuf.enum(name) -> { value name -> number } of a loaded enum type.
+function protobuf.enum(name)
+  local t = type(name) == "string" and enums[name:match("^%.?(.*)$")]
+  if not t then error(("mw.protobuf.enum: no enum type '%s'"):format(tostring(name)), user_level(2)) end
+  return native.enum_values(t[1], t[2])
 end
 
 -- mw.protobuf.encode(type, table) -> bytes; a value that does not fit the schema
