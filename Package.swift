@@ -156,12 +156,13 @@ if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
             "MoonwireCore",
             "MoonwireLua",
             "LuaCoverage",
+            "CMoonProto",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Fuzz/MoonwireFuzz",
-        resources: [.embedInCode("lua_json.lua")],
+        resources: [.embedInCode("lua_json.lua"), .embedInCode("lua_protobuf.lua")],
         swiftSettings: [.unsafeFlags(["-parse-as-library"])]
     ))
     package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))

@@ -11,7 +11,8 @@
 # http-response (the upgrade handshake through the server's and client's pipelines),
 # tcp-line, tcp-delimiter, tcp-fixed, tcp-length (the TCP framing decoders), lua-json
 # (mw.json: values built from the input through encode and decode, and decode of the
-# raw input).
+# raw input), protobuf (mw.protobuf's decoder on any bytes as each type of
+# scripts/protobuf_diff's corpus, and the round trip of what it decodes).
 #
 # Builds Fuzz/MoonwireFuzz optimized (-c release) with -sanitize=fuzzer,address (C and
 # C++ too: the native mw.json is checked and coverage-guided like the Swift code) in
@@ -28,7 +29,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length lua-json"
+targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length lua-json protobuf"
 die() { echo "fuzz: $*" >&2; exit 2; }
 # A failed check (fatalError) goes straight to libFuzzer's crash report; Swift's own
 # backtracer would read memory AddressSanitizer forbids and report itself instead.
