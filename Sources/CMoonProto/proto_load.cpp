@@ -7,6 +7,8 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor_database.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -222,7 +224,11 @@ mwp_schema *load(const char *const *files, size_t nfiles, const char *const *imp
             error = std::string(files[i]) + ": shadowed by " + shadowing + " (an earlier import path has a file of the same name)";
             return nullptr;
         }
-        if (found != pb::compiler::DiskSourceTree::SUCCESS) {
+        if (found != pb::compiler::DiskSourceTree::SUCCESS && access(files[i], F_OK) != 0) {
+            // Not a file: an import name, such as google/protobuf/struct.proto (the
+            // well-known types come from the library when no import path has them).
+            virtual_name = files[i];
+        } else if (found != pb::compiler::DiskSourceTree::SUCCESS) {
             std::string path = files[i];
             tree.MapPath("", dirname_of(path));
             size_t slash = path.rfind('/');

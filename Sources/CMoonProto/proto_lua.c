@@ -568,8 +568,18 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
     /* Zero values and empty containers for what the wire did not have. */
     for (uint32_t i = 0; i < m->nfields; i++) {
         const mwp_field *f = &m->fields[i];
-        if (f->presence && !f->repeated) continue;
         int was = seen_get(&seen, i);
+        if (f->required && was != 1) {
+            /* (a message merged into may have it from its first part) */
+            lua_rawgeti(L, d->names, f->name_id);
+            int present = lua_rawget(L, t) != LUA_TNIL;
+            lua_pop(L, 1);
+            if (!present) {
+                d->path[depth] = f;
+                dfail(L, d, depth + 1, NULL, "required field missing");
+            }
+        }
+        if (f->presence && !f->repeated) continue;
         if (was == 1) continue;
         if (was == -1) {
             lua_rawgeti(L, d->names, f->name_id);

@@ -3,6 +3,7 @@
 --   moonwire test examples/tests
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 mw.protobuf.load(here .. "../chat.proto")
+mw.protobuf.load("google/protobuf/struct.proto") -- a well-known type by its import name
 local pb = mw.protobuf
 
 -- The wire format by hand, for inputs no encoder would write.
@@ -74,7 +75,7 @@ describe("mw.protobuf codec", function()
     c:send({ id = 1 })
     local msg, err = c:receive(2)
     assert.is_nil(msg)
-    assert.are.equal("decode: chat.Envelope: truncated varint (at byte 1)", err)
+    assert.are.equal("decode: chat.Envelope.id: truncated varint (at byte 1)", err)
     assert.are.same({ { err, "\x08" } }, errors)
     c:close()
     raw_server:close()
