@@ -267,6 +267,12 @@ static inline void seen_put(seen_set *s, uint32_t i, int on) {
 static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const uint8_t *p, const uint8_t *end,
                            int depth, uint32_t group, const uint8_t **group_end);
 
+/* A message's table, sized for its fields (most are there once decoded: the
+ * zero values fill in), so that filling it does not rehash it again and again. */
+static inline void new_message_table(lua_State *L, const mwp_message *m) {
+    lua_createtable(L, 0, (int)(m->nfields < 64 ? m->nfields : 64));
+}
+
 static void push_enum(lua_State *L, decoder *d, const mwp_field *f, int32_t number) {
     const mwp_enum_value *v = enum_by_number(&d->s->enums[f->sub], number);
     if (v) lua_rawgeti(L, d->names, v->name_id);
@@ -286,7 +292,7 @@ static void push_default(lua_State *L, decoder *d, const mwp_field *f, int depth
         break;
     }
     case MWP_MESSAGE: case MWP_GROUP:
-        lua_createtable(L, 0, 0);
+        new_message_table(L, &d->s->messages[f->sub]);
         decode_message(L, d, &d->s->messages[f->sub], NULL, NULL, depth, 0, NULL);
         break;
     default: lua_pushinteger(L, 0);
@@ -369,14 +375,14 @@ static const uint8_t *push_value(lua_State *L, decoder *d, const mwp_field *f, c
     case MWP_MESSAGE: {
         p = dlength(L, d, depth, p, end, &len);
         if (depth > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
-        lua_createtable(L, 0, 0);
+        new_message_table(L, &d->s->messages[f->sub]);
         decode_message(L, d, &d->s->messages[f->sub], p, p + len, depth, 0, NULL);
         return p + len;
     }
     default: { /* MWP_GROUP */
         const uint8_t *after;
         if (depth > MAX_DEPTH) dfail(L, d, depth, p, "messages nested deeper than %d levels", MAX_DEPTH);
-        lua_createtable(L, 0, 0);
+        new_message_table(L, &d->s->messages[f->sub]);
         decode_message(L, d, &d->s->messages[f->sub], p, end, depth, f->number, &after);
         return after;
     }
@@ -639,7 +645,7 @@ static int decode_run(lua_State *L) {
     d.array_mt = 5;
     lua_pushvalue(L, lua_upvalueindex(UV_OBJECT));
     d.object_mt = 6;
-    lua_createtable(L, 0, 0);
+    new_message_table(L, d.root);
     decode_message(L, &d, d.root, bytes, bytes + n, 0, 0, NULL);
     return 1;
 }
@@ -1044,7 +1050,11 @@ static void put_map(lua_State *L, encoder *e, const mwp_field *f, int v, int dep
         lua_pop(L, 1);
     }
     if (count == 0) return;
-    map_key *keys = (map_key *)lua_newuserdatauv(L, count * sizeof(map_key), 0);
+    /* Small maps sort on the C stack; larger ones in a userdata the GC frees. */
+    map_key small[16];
+    map_key *keys = small;
+    if (count > 16) keys = (map_key *)lua_newuserdatauv(L, count * sizeof(map_key), 0);
+    else lua_pushnil(L);
     size_t k = 0;
     lua_pushnil(L);
     while (lua_next(L, v)) {

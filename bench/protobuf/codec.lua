@@ -24,7 +24,7 @@ do
 end
 do
   local users = {}
-  for i = 1, 200 do
+  for i = 1, 450 do
     users[i] = { id = 100000 + i, name = ("user-%04d"):format(i), score = i * 3 + 0.5, active = i % 2 == 0,
       tags = { "a", "b" }, region = "eu" }
   end
