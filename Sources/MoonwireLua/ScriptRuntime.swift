@@ -405,6 +405,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("request_latency", table: -2)
         lua.push(metrics.expectLatency.index)
         lua.setField("expect_latency", table: -2)
+        // A message its connection's codec could not decode counts as an error.
+        lua.push(metrics.errors.index)
+        lua.setField("errors_metric", table: -2)
         lua_createtable(lua.L, 0, 32)
         for (i, part) in Self.preludeParts.enumerated() {
             let name = "@moonwire/prelude/\(part.name).lua"

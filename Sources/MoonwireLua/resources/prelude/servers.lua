@@ -110,6 +110,7 @@ function server_events.message(s, peer, message, kind, err, raw)
     if message ~= nil then err = nil end
   end
   if err ~= nil then
+    host.metric_add(host.errors_metric, 1)
     local shown = #raw > 200 and raw:sub(1, 200) .. "..." or raw
     host.log("warn", ("peer %s: decode: %s; the message (%d bytes): %q"):format(tostring(peer.id), tostring(err), #raw, shown))
     return
