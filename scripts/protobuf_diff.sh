@@ -18,3 +18,6 @@ protoc -I "$dir" --include_imports --descriptor_set_out="$work/corpus.pb" corpus
 "$python" "$dir/diff.py" gen "$work/corpus.pb" "$work/python_cases.txt"
 "$bin" run "$dir/diff.lua" "$dir" "$work/python_cases.txt" "$work/moonwire_cases.txt"
 "$python" "$dir/diff.py" check "$work/corpus.pb" "$work/moonwire_cases.txt"
+# The fuzz target's seeds and kept crashes, through the same checks.
+shopt -s nullglob
+"$bin" run scripts/protobuf_diff/replay.lua Fuzz/corpus/protobuf/* Fuzz/crashes/protobuf-*
