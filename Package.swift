@@ -97,6 +97,7 @@ let package = Package(
                 .embedInCode("resources/test_runner.lua"),
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/protobuf.lua"),
+                .embedInCode("resources/protobuf_console.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),

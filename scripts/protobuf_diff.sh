@@ -21,3 +21,17 @@ protoc -I "$dir" --include_imports --descriptor_set_out="$work/corpus.pb" corpus
 # The fuzz target's seeds and kept crashes, through the same checks.
 shopt -s nullglob
 "$bin" run scripts/protobuf_diff/replay.lua Fuzz/corpus/protobuf/* Fuzz/crashes/protobuf-*
+# `connect --proto`: typed lines (JSON or a Lua table) encoded, replies shown decoded.
+mkfifo "$work/server.out"
+"$bin" run scripts/protobuf_diff/echo_server.lua > "$work/server.out" &
+server=$!
+exec 3< "$work/server.out"
+read -r url <&3
+got=$(printf '%s\n' '{"id": 1, "login": {"user": "ann"}}' '{ id = 2, say = { text = "hi", tags = { "a" } } }' \
+    | "$bin" connect --proto examples/chat.proto --type chat.Envelope "$url" 2>/dev/null)
+wait "$server"
+exec 3<&-
+want='{ id = 1, meta = {}, welcome = { session = -1, user = "ann" } }
+{ id = 2, meta = {}, say = { tags = { "a" }, text = "hi" } }'
+[ "$got" = "$want" ] || { printf 'connect --proto printed:\n%s\nexpected:\n%s\n' "$got" "$want" >&2; exit 1; }
+echo "connect --proto: lines encoded, replies decoded"

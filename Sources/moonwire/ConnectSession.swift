@@ -1,5 +1,6 @@
 import Foundation
 import MoonwireCore
+import MoonwireLua
 import NIOCore
 
 #if canImport(Glibc)
@@ -14,6 +15,8 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         var wait: Double?
         var hexInput: Bool
         var maxFile: Int
+        /// --proto: lines are messages written as JSON or Lua tables, sent encoded.
+        var protobuf: ProtobufConsole? = nil
     }
 
     /// Lines typed or piped before the connection first opens wait, up to this many; so do
@@ -74,7 +77,12 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         }
         switch SessionInput(line) {
         case .message(let text):
-            if settings.hexInput {
+            if let protobuf = settings.protobuf {
+                switch protobuf.encode(text) {
+                case .success(let bytes): send(bytes, binary: true)
+                case .failure(let error): printer.complaint("not sent: \(error)")
+                }
+            } else if settings.hexInput {
                 sendHex(text)
             } else {
                 send(Array(text.utf8), binary: false)
