@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import MoonwireCore
-import MoonwireLua
 import NIOCore
 import NIOPosix
 
@@ -54,15 +53,6 @@ struct Connect: ParsableCommand {
     @Option(help: ArgumentHelp("An http:// or socks5:// proxy, or none.", valueName: "url"))
     var proxy: String?
 
-    @Option(help: ArgumentHelp("Protocol Buffers: load this .proto (repeatable); with --type.", valueName: "file"))
-    var proto: [String] = []
-
-    @Option(help: ArgumentHelp("Where the .proto files' imports are (repeatable).", valueName: "dir"))
-    var protoPath: [String] = []
-
-    @Option(help: ArgumentHelp("The message type of every message, with --proto.", valueName: "name"))
-    var type: String?
-
     @OptionGroup(title: "Display") var session: SessionOptions
 
     @OptionGroup(title: "Recording") var recording: RecordOptions
@@ -73,19 +63,7 @@ struct Connect: ParsableCommand {
     func validate() throws {
         if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
         _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
-        if !proto.isEmpty && type == nil { throw ValidationError("--proto needs --type NAME, the message type of every message") }
-        if proto.isEmpty && type != nil { throw ValidationError("--type needs --proto FILE, the .proto file that defines it") }
-        if !proto.isEmpty && session.hexInput { throw ValidationError("--binary and --proto both say how lines are sent; give one") }
-    }
-
-    /// --proto and --type: messages shown decoded, lines encoded.
-    func makeProtobuf() throws -> ProtobufConsole? {
-        guard let type, !proto.isEmpty else { return nil }
-        do {
-            return try ProtobufConsole(files: proto, importPaths: protoPath, type: type)
-        } catch {
-            throw ValidationError("--proto: \(error)")
-        }
+        try session.validateProtobuf()
     }
 
     /// Where to connect and how, from the flags; also the largest message.
@@ -146,12 +124,10 @@ struct Connect: ParsableCommand {
         let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
-        let protobuf = try makeProtobuf()
-        printer.protobuf = protobuf
+        printer.protobuf = try session.makeProtobuf()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        let settings = ConnectSession.Settings(
-            execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes, protobuf: protobuf)
+        let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)
         let recorder = try recording.makeRecorder(url: url, headers: configuration.socket.headers)?
             .connection(url: url, headers: configuration.socket.headers)
         let connection = try loop.submit {

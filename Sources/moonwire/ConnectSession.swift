@@ -1,6 +1,5 @@
 import Foundation
 import MoonwireCore
-import MoonwireLua
 import NIOCore
 
 #if canImport(Glibc)
@@ -15,8 +14,6 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         var wait: Double?
         var hexInput: Bool
         var maxFile: Int
-        /// --proto: lines are messages written as JSON or Lua tables, sent encoded.
-        var protobuf: ProtobufConsole? = nil
     }
 
     /// Lines typed or piped before the connection first opens wait, up to this many; so do
@@ -77,7 +74,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         }
         switch SessionInput(line) {
         case .message(let text):
-            if let protobuf = settings.protobuf {
+            if let protobuf = printer.protobuf {
                 switch protobuf.encode(text) {
                 case .success(let bytes): send(bytes, binary: true)
                 case .failure(let error): printer.complaint("not sent: \(error)")
