@@ -1006,6 +1006,54 @@ static void put_value(lua_State *L, encoder *e, const mwp_field *f, int idx, int
     }
 }
 
+/* The common singular scalars in one go: the value read once, the zero value of
+ * a field without presence skipped. Returns 0 when put_value's path must take it
+ * (another type, or a value it must refuse in words). */
+static int put_scalar_field(lua_State *L, encoder *e, const mwp_field *f, int v, int vt) {
+    switch (f->type) {
+    case MWP_INT64: case MWP_UINT64: case MWP_INT32: case MWP_UINT32: {
+        if (vt != LUA_TNUMBER || !lua_isinteger(L, v)) return 0;
+        lua_Integer x = lua_tointeger(L, v);
+        if (f->type == MWP_INT32 && (x < INT32_MIN || x > INT32_MAX)) return 0;
+        if (f->type == MWP_UINT32 && (x < 0 || x > (lua_Integer)UINT32_MAX)) return 0;
+        if (x == 0 && !f->presence) return 1;
+        put_tag(L, e, f->number, 0);
+        put_varint(L, e, (uint64_t)x);
+        return 1;
+    }
+    case MWP_DOUBLE: {
+        if (vt != LUA_TNUMBER) return 0;
+        double x = (double)lua_tonumber(L, v);
+        uint64_t bits;
+        memcpy(&bits, &x, 8);
+        if (bits == 0 && !f->presence) return 1;
+        put_tag(L, e, f->number, 1);
+        put_fixed(L, e, bits, 8);
+        return 1;
+    }
+    case MWP_BOOL: {
+        if (vt != LUA_TBOOLEAN) return 0;
+        int b = lua_toboolean(L, v);
+        if (!b && !f->presence) return 1;
+        put_tag(L, e, f->number, 0);
+        put_varint(L, e, b ? 1 : 0);
+        return 1;
+    }
+    case MWP_STRING: case MWP_BYTES: {
+        if (vt != LUA_TSTRING) return 0;
+        size_t n;
+        const char *s = lua_tolstring(L, v, &n);
+        if (n == 0 && !f->presence) return 1;
+        if (f->utf8 && utf8_invalid_at((const unsigned char *)s, n) != (size_t)-1) return 0;
+        put_tag(L, e, f->number, 2);
+        put_varint(L, e, n);
+        put_bytes(L, e, s, n);
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
 typedef struct map_key {
     int type;
     lua_Integer i;
@@ -1143,7 +1191,8 @@ static void encode_message(lua_State *L, encoder *e, const mwp_message *m, int t
         const mwp_field *f = &m->fields[i];
         st->field = f;
         lua_rawgeti(L, e->names, f->name_id);
-        if (lua_rawget(L, t) == LUA_TNIL) {
+        int vt = lua_rawget(L, t);
+        if (vt == LUA_TNIL) {
             lua_pop(L, 1);
             if (f->required) efail(L, e, depth + 1, 0, "required field missing");
             continue;
@@ -1160,6 +1209,8 @@ static void encode_message(lua_State *L, encoder *e, const mwp_message *m, int t
             if (lua_type(L, v) != LUA_TTABLE) efail(L, e, depth + 1, v, f->map ? "expected table (a map)" : "expected table (a list)");
             if (f->map) put_map(L, e, f, v, depth + 1);
             else put_repeated(L, e, f, v, depth + 1);
+        } else if (put_scalar_field(L, e, f, v, vt)) {
+            /* written, or a zero value left out */
         } else if (f->presence || !is_zero(L, e, f, v, depth + 1)) {
             put_tag(L, e, f->number, wire_type(f->type));
             put_value(L, e, f, v, depth + 1);

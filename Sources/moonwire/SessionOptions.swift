@@ -26,13 +26,13 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "Every event as a line of JSON.")
     var jsonl = false
 
-    @Option(help: ArgumentHelp("Protocol Buffers: load this .proto (repeatable); with --type.", valueName: "file"))
+    @Option(help: ArgumentHelp("Protocol Buffers: this .proto file (repeatable), with --type NAME", valueName: "file"))
     var proto: [String] = []
 
     @Option(help: ArgumentHelp("Where the .proto files' imports are (repeatable).", valueName: "dir"))
     var protoPath: [String] = []
 
-    @Option(help: ArgumentHelp("With --proto: the message type of every message.", valueName: "name"))
+    @Option(help: ArgumentHelp("The message type of each message, with --proto FILE", valueName: "name"))
     var type: String?
 
     func validateProtobuf() throws {
