@@ -61,6 +61,16 @@ let package = Package(
             dependencies: ["CLua", "CMoonJSON"],
             cSettings: [.unsafeFlags(["-O2"])]
         ),
+        // mw.protobuf: Debian's libprotobuf parses .proto files at run time (C++, no Lua);
+        // C walks the descriptors between the wire bytes and Lua tables. pkg-config's
+        // `protobuf` is just -lprotobuf; the parser (compiler::Importer) is in it too.
+        .target(
+            name: "CMoonProto",
+            dependencies: ["CLua"],
+            cSettings: [.unsafeFlags(["-O2"])],
+            cxxSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("protobuf")]
+        ),
         .target(
             name: "MoonwireCore",
             dependencies: [
@@ -83,7 +93,7 @@ let package = Package(
         ),
         .target(
             name: "MoonwireLua",
-            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "CMoonPack", "MoonwireCore"],
+            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "CMoonPack", "CMoonProto", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude/runtime.lua"),
                 .embedInCode("resources/prelude/connections.lua"),
@@ -95,6 +105,8 @@ let package = Package(
                 .embedInCode("resources/test_runner.lua"),
                 .embedInCode("resources/interpreter.lua"),
                 .embedInCode("resources/json.lua"),
+                .embedInCode("resources/protobuf.lua"),
+                .embedInCode("resources/protobuf_console.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),
@@ -167,12 +179,13 @@ if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
             "MoonwireLua",
             "LuaCoverage",
             "CMoonPack",
+            "CMoonProto",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Fuzz/MoonwireFuzz",
-        resources: [.embedInCode("lua_json.lua"), .embedInCode("lua_pack.lua")],
+        resources: [.embedInCode("lua_json.lua"), .embedInCode("lua_pack.lua"), .embedInCode("lua_protobuf.lua")],
         swiftSettings: [.unsafeFlags(["-parse-as-library"])]
     ))
     package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))

@@ -12,7 +12,9 @@
 # tcp-line, tcp-delimiter, tcp-fixed, tcp-length (the TCP framing decoders), lua-json
 # (mw.json: values built from the input through encode and decode, and decode of the
 # raw input), lua-msgpack and lua-cbor (mw.msgpack and mw.cbor: decode of the raw
-# input, and what decodes re-encodes to a fixed point).
+# input, and what decodes re-encodes to a fixed point), protobuf (mw.protobuf's decoder
+# on any bytes as each type of scripts/protobuf_diff's corpus, and the round trip of
+# what it decodes).
 #
 # Builds Fuzz/MoonwireFuzz optimized (-c release) with -sanitize=fuzzer,address (C and
 # C++ too: the native mw.json is checked and coverage-guided like the Swift code) in
@@ -29,7 +31,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length lua-json lua-msgpack lua-cbor"
+targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length lua-json lua-msgpack lua-cbor protobuf"
 die() { echo "fuzz: $*" >&2; exit 2; }
 # A failed check (fatalError) goes straight to libFuzzer's crash report; Swift's own
 # backtracer would read memory AddressSanitizer forbids and report itself instead.

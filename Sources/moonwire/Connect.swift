@@ -66,6 +66,7 @@ struct Connect: ParsableCommand {
     func validate() throws {
         if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
         _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
+        try session.validateProtobuf()
     }
 
     /// Where to connect and how, from the flags; also the largest message.
@@ -134,6 +135,7 @@ struct Connect: ParsableCommand {
         let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
+        printer.protobuf = try session.makeProtobuf()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)

@@ -337,6 +337,54 @@ function mw.cbor.bytes(s) end
 ---@return table
 function mw.cbor.tagged(tag, value) end
 
+---@class mw.protobuf
+mw.protobuf = {}
+
+---Loads .proto files (their imports too) at run time; raises on a file that does not parse.
+---@param paths string|string[]
+---@param opts? { import_paths?: string[] }
+function mw.protobuf.load(paths, opts) end
+
+---The bytes of message `name` made from `value` (fields in number order); raises naming
+---the field path of what cannot be encoded.
+---@param name string
+---@param value table
+---@return string
+function mw.protobuf.encode(name, value) end
+
+---The table of message `name` read from `bytes`, or nil and why (the field path).
+---@param name string
+---@param bytes string
+---@return table? value
+---@return string? err
+function mw.protobuf.decode(name, bytes) end
+
+---A codec for connections and servers: every message is message `name`, or, with
+---`{ select =, payload =, types = }`, an envelope whose type a field chooses.
+---@param name string
+---@param opts? { select?: string, payload?: string, types?: table<string, string> }
+---@return mw.Codec
+function mw.protobuf.codec(name, opts) end
+
+---The unknown fields a decode kept in `t` (written back by encode), or nil.
+---@param t table
+---@return string?
+function mw.protobuf.unknown(t) end
+
+---The fields of message `name`.
+---@param name string
+---@return table
+function mw.protobuf.fields(name) end
+
+---The values of enum `name`: `{ NAME = number }`.
+---@param name string
+---@return table<string, integer>
+function mw.protobuf.enum(name) end
+
+---Every loaded message and enum type's full name.
+---@return string[]
+function mw.protobuf.types() end
+
 ---@class mw.metrics
 mw.metrics = {}
 

@@ -228,7 +228,8 @@ function mw.connect(url, opts)
     copy, codec = without_codec(opts, "mw.connect")
     auto_rules = split_auto_reply(copy, "mw.connect", codec)
     copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
-    kind = split_kind(copy, "mw.connect")
+    -- A codec may name its frames' kind (mw.protobuf's are binary); opts.kind wins.
+    kind = split_kind(copy, "mw.connect") or (codec and codec.kind)
     copy.kind = nil
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
@@ -563,12 +564,13 @@ function events.open(c, info)
   wake(st, is_kind("open"), true)
 end
 
--- A message the codec could not decode: the script hears of it in words, with the
+-- A message the codec could not decode (counted in the `errors` metric): the script hears of it in words, with the
 -- raw message (on_error handlers get it as a third argument; without a handler it
 -- is logged); a waiting c:receive returns nil, "decode: ..." (else the next one
 -- does); request, expect and on_message do not see it.
 local function decode_failed(c, st, err, raw)
   local text = "decode: " .. tostring(err)
+  host.metric_add(host.errors_metric, 1)
   if st.on_error[1] then
     for _, handler in ipairs(st.on_error) do handler(c, text, raw) end
   else
