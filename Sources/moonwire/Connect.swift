@@ -57,6 +57,8 @@ struct Connect: ParsableCommand {
 
     @OptionGroup(title: "Recording") var recording: RecordOptions
 
+    @OptionGroup(title: "Protocols") var protocols: ConnectProtocol.Options
+
     @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String
 
@@ -120,6 +122,7 @@ struct Connect: ParsableCommand {
     }
 
     func run() throws {
+        if protocols.name != nil { return try ConnectProtocol(connect: self).run() }
         let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)

@@ -25,10 +25,11 @@ final class SessionPrinter: @unchecked Sendable {
     }
 
     /// A message sent or received; `peer` names the peer of a `listen` session (`1`, `all`).
-    func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil) {
+    /// `kind` names a decoded packet for `--jsonl` (`connect --protocol`: "publish", "event").
+    func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil, kind: String? = nil) {
         let binary = binary && !(kindless && MessageText.looksLikeText(bytes))
         if options.jsonl {
-            var fields = [("kind", LogLine.jsonString(binary ? "binary" : "text")), ("data", jsonData(bytes, binary: binary))]
+            var fields = [("kind", LogLine.jsonString(kind ?? (binary ? "binary" : "text"))), ("data", jsonData(bytes, binary: binary))]
             if binary { fields.append(("encoding", LogLine.jsonString(options.binaryAs.rawValue))) }
             return jsonLine(direction: direction, peer: peer, fields)
         }
