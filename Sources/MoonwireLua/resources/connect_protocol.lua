@@ -35,6 +35,8 @@ local function incoming(kind, text)
 end
 local function outgoing(kind, text) host.show("message", kind, "out", text) end
 local function note(kind, text) host.show("event", kind, "local", text) end
+-- The peer's answer to a command (a SUBACK, a RECEIPT): an event that came in.
+local function answer(kind, text) host.show("event", kind, "in", text) end
 local function complain(text) host.show("error", "error", "local", text) end
 
 local function encode(value)
@@ -170,7 +172,7 @@ PROTOCOLS.mqtt = {
       incoming("publish", msg.topic .. " " .. msg.payload .. (#flags > 0 and ("  (" .. table.concat(flags, ", ") .. ")") or ""))
     end)
     m:on_error(function(_, err) complain(tostring(err)) end)
-    note("connack", ("CONNACK: session present %s, client id %s"):format(tostring(m.session_present), tostring(m.client_id)))
+    answer("connack", ("CONNACK: session present %s, client id %s"):format(tostring(m.session_present), tostring(m.client_id)))
     return m, m:connection()
   end,
   close = function(m) m:disconnect() end,
@@ -179,13 +181,13 @@ PROTOCOLS.mqtt = {
       run = function(s, a)
         local qos = qos_of(a.qos)
         outgoing("subscribe", ("SUBSCRIBE %s qos %d"):format(a.filter, qos))
-        note("suback", ("SUBACK: %s granted QoS %d"):format(a.filter, must(s.client:subscribe(a.filter, qos))))
+        answer("suback", ("SUBACK: %s granted QoS %d"):format(a.filter, must(s.client:subscribe(a.filter, qos))))
       end },
     unsub = { args = "filter", help = "unsubscribe",
       run = function(s, a)
         outgoing("unsubscribe", "UNSUBSCRIBE " .. a.filter)
         must(s.client:unsubscribe(a.filter))
-        note("unsuback", "UNSUBACK: " .. a.filter)
+        answer("unsuback", "UNSUBACK: " .. a.filter)
       end },
     pub = { args = "topic payload [qos] [retain]", help = "publish ('retain' to keep it); QoS 1 and 2 wait for the ack",
       run = function(s, a)
@@ -194,7 +196,7 @@ PROTOCOLS.mqtt = {
         outgoing("publish", ("PUBLISH %s %s%s%s"):format(a.topic, a.payload, qos > 0 and ("  (qos " .. qos .. ")") or "", a.retain and " retained" or ""))
         must(s.client:publish(a.topic, a.payload, { qos = qos, retain = a.retain ~= nil }))
         s.last_topic = a.topic
-        if qos > 0 then note(qos == 1 and "puback" or "pubcomp", (qos == 1 and "PUBACK: " or "PUBCOMP: ") .. a.topic) end
+        if qos > 0 then answer(qos == 1 and "puback" or "pubcomp", (qos == 1 and "PUBACK: " or "PUBCOMP: ") .. a.topic) end
       end },
   },
   -- A bare line publishes to the topic of the last pub.
@@ -256,7 +258,7 @@ PROTOCOLS.graphql_ws = {
     local client = gql.connect(url, opts)
     client:on_error(function(_, err) complain(tostring(err)) end)
     must(client:wait_ready(10))
-    note("connection_ack", "connection_ack (" .. client:protocol_name() .. ")")
+    answer("connection_ack", "connection_ack (" .. client:protocol_name() .. ")")
     return client, client.conn
   end,
   close = function(client) client:close() end,
@@ -300,7 +302,7 @@ PROTOCOLS.stomp = {
     local client = stomp.connect(url, opts)
     client:on_error(function(_, err) complain(tostring(err)) end)
     local headers = must(client:wait_connected(10))
-    note("connected", ("CONNECTED: version %s, server %s"):format(tostring(headers.version), tostring(headers.server)))
+    answer("connected", ("CONNECTED: version %s, server %s"):format(tostring(headers.version), tostring(headers.server)))
     return client, client.connection
   end,
   close = function(client) client:disconnect() end,
@@ -315,7 +317,7 @@ PROTOCOLS.stomp = {
           incoming("message", a.destination .. " " .. msg.body)
           if ack ~= "auto" then msg:ack() end
         end))
-        note("receipt", "RECEIPT: subscribed to " .. a.destination)
+        answer("receipt", "RECEIPT: subscribed to " .. a.destination)
       end },
     unsub = { args = "destination", help = "unsubscribe",
       run = function(s, a)
@@ -329,7 +331,7 @@ PROTOCOLS.stomp = {
       run = function(s, a)
         outgoing("send", ("SEND %s %s"):format(a.destination, a.body))
         must(s.client:send(a.destination, a.body, { receipt = true }))
-        note("receipt", "RECEIPT: sent to " .. a.destination)
+        answer("receipt", "RECEIPT: sent to " .. a.destination)
       end },
   },
 }
@@ -434,10 +436,12 @@ local function handle(line)
       note("stats", encode(stats))
     elseif protocol.commands[name] and not line:match("^%s*//") then
       session:run(name, text)
-    elseif protocol.bare and not line:match("^%s*/[^/]") then
+    elseif line:match("^%s*/[^/]") then
+      error(("unknown command /%s; /help lists them"):format(name), 0)
+    elseif protocol.bare then
       protocol.bare(session, (line:gsub("^%s*/(/)", "%1")))
     else
-      error(("unknown command %s; /help lists them"):format(name), 0)
+      note("help", ("%s is not a command:\n%s"):format(name, help()))
     end
   end)
   if not ok then
