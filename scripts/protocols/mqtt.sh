@@ -115,15 +115,17 @@ expected=$'CONNACK\t0\nSUBACK\t1\nPUBLISH\tmoonwire/ws\thello at QoS 0\tqos 0\nP
 
 step "moonwire connect --protocol mqtt from a pipe, over WebSocket and TCP"
 for url in "$MQTT_WS_URL" "$MQTT_TCP_URL"; do
-    out=$(printf 'sub moonwire/hand/# 1\npub moonwire/hand/a hi\npub moonwire/hand/b "two words" 1 retain\n' |
+    out=$(printf 'sub moonwire/hand/# 1\npub moonwire/hand/a hi\npub moonwire/hand/b "two words" 1\n' |
         "$MW" connect --protocol mqtt "$url" 2>"$dir/hand.err")
     status=$?
     expected=$'moonwire/hand/a hi\nmoonwire/hand/b two words  (qos 1)'
     [ $status -eq 0 ] && [ "$out" = "$expected" ] || { fail "connect --protocol mqtt $url exited $status, printed:"; echo "$out" >&2; cat "$dir/hand.err" >&2; }
 done
-# The retained message is there for the next session; clear it (an empty retained payload).
-printf 'sub moonwire/hand/b\npub moonwire/hand/b "" 0 retain\n' | "$MW" connect --protocol mqtt "$MQTT_TCP_URL" >"$dir/hand.out" 2>"$dir/hand.err"
-[ "$(head -1 "$dir/hand.out")" = "moonwire/hand/b two words  (retained)" ] || { fail "the retained message did not come back:"; cat "$dir/hand.out" "$dir/hand.err" >&2; }
+# A retained message, seen by the next session, which then clears it (an empty retained payload).
+printf 'pub moonwire/hand/kept "still here" 1 retain\n' | "$MW" connect --protocol mqtt "$MQTT_TCP_URL" 2>"$dir/hand.err" ||
+    { fail "connect --protocol mqtt: pub retain exited $?"; cat "$dir/hand.err" >&2; }
+printf 'sub moonwire/hand/kept\npub moonwire/hand/kept "" 0 retain\n' | "$MW" connect --protocol mqtt "$MQTT_TCP_URL" >"$dir/hand.out" 2>"$dir/hand.err"
+[ "$(head -1 "$dir/hand.out")" = "moonwire/hand/kept still here  (retained)" ] || { fail "the retained message did not come back:"; cat "$dir/hand.out" "$dir/hand.err" >&2; }
 
 step "examples/protocols/mqtt_test.lua"
 "$MW" test examples/protocols/mqtt_test.lua || fail "mqtt_test.lua"
