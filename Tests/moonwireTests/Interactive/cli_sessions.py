@@ -468,14 +468,16 @@ def case_tls():
 
 
 class Mosquitto:
-    """Debian's mosquitto in the foreground on a free loopback port (WebSocket), stopped by PID."""
+    """Debian's mosquitto in the foreground on free loopback ports (`url`: its WebSocket one), stopped by PID."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="moonwire-mosquitto-")
         self.port = free_port()
         conf = os.path.join(self.dir, "mosquitto.conf")
         with open(conf, "w") as f:
-            f.write(f"user root\nlog_dest stderr\nlistener {self.port} 127.0.0.1\nprotocol websockets\nallow_anonymous true\n")
+            # mosquitto 2.0 does not start with a WebSocket listener alone: a TCP one comes first.
+            f.write(f"user root\nlog_dest stderr\nlistener {free_port()} 127.0.0.1\nallow_anonymous true\n"
+                    f"listener {self.port} 127.0.0.1\nprotocol websockets\nallow_anonymous true\n")
         self.process = subprocess.Popen(["/usr/sbin/mosquitto", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"ws://127.0.0.1:{self.port}/"
         for _ in range(DEADLINE * 20):
