@@ -27,6 +27,8 @@ local json = mw.json
 -- Output -------------------------------------------------------------------
 
 local last_in = mw.now()
+-- Set once the session closes: a module's "closed" report is then no news.
+local ending = false
 
 -- A packet or event of the protocol, decoded: kind names it for --jsonl.
 local function incoming(kind, text)
@@ -256,7 +258,7 @@ PROTOCOLS.graphql_ws = {
   connect = function(url, opts)
     local gql = require "moonwire.graphql_ws"
     local client = gql.connect(url, opts)
-    client:on_error(function(_, err) complain(tostring(err)) end)
+    client:on_error(function(_, err) if not ending then complain(tostring(err)) end end)
     must(client:wait_ready(10))
     answer("connection_ack", "connection_ack (" .. client:protocol_name() .. ")")
     return client, client.conn
@@ -511,6 +513,7 @@ if not options.interactive and not closing then
     while mw.now() - last_in < 1 do mw.sleep(1 - (mw.now() - last_in)) end
   end
 end
+ending = true
 local closed, err = pcall(protocol.close, client)
 if not closed then
   if err == host.exit_sentinel then error(err, 0) end
