@@ -57,7 +57,7 @@ struct Connect: ParsableCommand {
 
     @OptionGroup(title: "Recording") var recording: RecordOptions
 
-    @OptionGroup(title: "Protocols") var protocols: ConnectProtocol.Options
+    @OptionGroup var protocols: ConnectProtocol.Options
 
     @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String

@@ -12,13 +12,13 @@ import NIOPosix
 /// commands and shows what comes back decoded, through the same printer as `connect`.
 struct ConnectProtocol {
     struct Options: ParsableArguments {
-        @Option(name: .customLong("protocol"), help: ArgumentHelp(
-            "Speak mqtt, socketio, graphql-ws, stomp or ocpp: typed lines are its commands (/help).", valueName: "name"))
+        @Option(name: .customLong("protocol"), help: ArgumentHelp("Speak mqtt, socketio, graphql-ws, stomp or ocpp.", valueName: "name"))
         var name: String?
 
+        /// Hidden so that connect's --help still fits one screen; docs/cli.md and the man page have it.
         @Option(name: [.customShort("o"), .customLong("option")], help: ArgumentHelp(
-            "--protocol: an option of the module's connect, as -o client_id=bot (JSON or text; repeatable).",
-            valueName: "key=value"))
+            "With --protocol: an option of its module's connect, as -o client_id=bot (repeatable).", valueName: "key=value",
+            visibility: .hidden))
         var option: [String] = []
     }
 

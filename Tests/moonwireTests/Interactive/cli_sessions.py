@@ -493,7 +493,9 @@ class Mosquitto:
         return self
 
     def __exit__(self, *_):
-        self.process.terminate()
+        # SIGKILL: nothing of it needs keeping, and the test runner's children inherit a blocked
+        # SIGTERM (a blocked signal stays blocked across exec): it would leave mosquitto running.
+        self.process.kill()
         self.process.wait(timeout=DEADLINE)
         shutil.rmtree(self.dir, ignore_errors=True)
 
