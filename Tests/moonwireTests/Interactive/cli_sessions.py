@@ -522,6 +522,12 @@ def case_tty_protocol_mqtt():
         c.expect("closed: 1000")
         status = ended(c)
         check(status == 0, f"exit status after Ctrl-D: {status}, not 0")
+        # Ctrl-C closes and exits 130, as plain connect.
+        c = spawn("connect", "--protocol", "mqtt", broker.url)
+        c.expect("mqtt> ")
+        c.sendcontrol("c")
+        status = ended(c)
+        check(status == 130, f"exit status after Ctrl-C: {status}, not 130")
         r = run("connect", "--protocol", "smtp", broker.url)
         check(r.returncode == 2 and "not one moonwire speaks" in r.stderr, f"--protocol smtp: {r.returncode} {r.stderr!r}")
 
