@@ -110,6 +110,7 @@ let package = Package(
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),
+                .embedInCode("resources/connect_protocol.lua"),
                 // The protocol modules (BundledModules.swift lists them for require).
                 .embedInCode("resources/modules/moonwire/socketio.lua"),
                 .embedInCode("resources/modules/moonwire/graphql_ws.lua"),

@@ -60,6 +60,8 @@ struct Connect: ParsableCommand {
 
     @OptionGroup(title: "Recording") var recording: RecordOptions
 
+    @OptionGroup var protocols: ConnectProtocol.Options
+
     @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String
 
@@ -132,6 +134,7 @@ struct Connect: ParsableCommand {
     }
 
     func run() throws {
+        if protocols.name != nil { return try ConnectProtocol(connect: self).run() }
         let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)

@@ -28,11 +28,12 @@ final class SessionPrinter: @unchecked Sendable {
     }
 
     /// A message sent or received; `peer` names the peer of a `listen` session (`1`, `all`).
-    func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil) {
+    /// `kind` names a decoded packet for `--jsonl` (`connect --protocol`: "publish", "event").
+    func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil, kind: String? = nil) {
         let decoded = protobuf.map { $0.text(of: bytes) }
         let binary = binary && !(kindless && decoded == nil && MessageText.looksLikeText(bytes))
         if options.jsonl {
-            var fields = [("kind", LogLine.jsonString(binary ? "binary" : "text")), ("data", jsonData(bytes, binary: binary))]
+            var fields = [("kind", LogLine.jsonString(kind ?? (binary ? "binary" : "text"))), ("data", jsonData(bytes, binary: binary))]
             if binary { fields.append(("encoding", LogLine.jsonString(options.binaryAs.rawValue))) }
             switch decoded {
             case .success(let text): fields.append(("decoded", LogLine.jsonString(text)))
