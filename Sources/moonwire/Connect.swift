@@ -8,9 +8,8 @@ struct Connect: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Talk to a WebSocket or TCP server by hand or by pipe.",
         discussion: """
-            /help lists the commands (/ping, /close, /binary, /file, /stats). Exit: 0 \
-            after a 1000/1001 close, 1 after another or a failed connect, 2 for bad \
-            usage, 130 after Ctrl-C. More in docs/cli.md and man moonwire.
+            /help lists the commands. Exit: 0 after a 1000/1001 close, 1 after another \
+            or a failed connect, 2 for bad usage, 130 after Ctrl-C (docs/cli.md).
             """
     )
 
@@ -38,7 +37,7 @@ struct Connect: ParsableCommand {
     @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
     var heartbeat: Double = 0
 
-    @Option(help: ArgumentHelp("Answer the peer's own pings: a message that is exactly MATCH gets REPLY, unseen (repeatable; Socket.IO: 2=3).", valueName: "match=reply"))
+    @Option(help: ArgumentHelp("Answer pings: MATCH gets REPLY (Socket.IO: 2=3).", valueName: "match=reply"))
     var autoReply: [String] = []
 
     @Flag(help: "Reconnect with backoff when it is lost.")

@@ -26,13 +26,14 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "Every event as a line of JSON.")
     var jsonl = false
 
-    @Option(help: ArgumentHelp("Protocol Buffers: this .proto file (repeatable), with --type NAME", valueName: "file"))
+    @Option(help: ArgumentHelp("A .proto file for --type (repeatable).", valueName: "file"))
     var proto: [String] = []
 
-    @Option(help: ArgumentHelp("Where the .proto files' imports are (repeatable).", valueName: "dir"))
+    // Hidden from --help to keep it one screen; docs/cli.md has it.
+    @Option(help: ArgumentHelp("Where the .proto files' imports are (repeatable).", valueName: "dir", visibility: .hidden))
     var protoPath: [String] = []
 
-    @Option(help: ArgumentHelp("The message type of each message, with --proto FILE", valueName: "name"))
+    @Option(help: ArgumentHelp("Each message is this Protocol Buffers type.", valueName: "name"))
     var type: String?
 
     func validateProtobuf() throws {
