@@ -8,14 +8,27 @@ local events, conns, server_events, servers = prelude.events, prelude.conns, pre
 
 package.loaded.moonwire = mw
 -- The modules shipped in the binary (require "moonwire.mqtt"): searched right after
--- package.preload, before package.path.
+-- package.preload, before package.path. Each gets, after require's two arguments,
+-- the prelude's own helpers (`kit`), so that it needs no copy of them: misuse at
+-- the user's line, the check that the caller may wait (before the call's side
+-- effects), and resume for the coroutines it keeps (they report errors as
+-- mw.spawn's do). Its waits are mw.future's.
+local kit = {
+  misuse = prelude.misuse,
+  bad_argument = prelude.bad_argument,
+  user_level = prelude.user_level,
+  running = prelude.running_coroutine,
+  resume = resume,
+  wait_listed = prelude.wait_listed,
+  wake_listed = prelude.wake_listed,
+}
 local bundled_module = host.bundled_module
 table.insert(package.searchers, 2, function(name)
   local source, chunk = bundled_module(name)
   if not source then return "no module '" .. name .. "' shipped in moonwire" end
   local f, err = load(source, chunk, "t")
   if not f then error(err, 0) end
-  return f, chunk:sub(2)
+  return function(modname, path) return f(modname, path, kit) end, chunk:sub(2)
 end)
 mw._VERSION = host.version
 mw.worker = host.worker

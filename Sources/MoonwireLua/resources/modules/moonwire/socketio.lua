@@ -20,58 +20,11 @@ local json = mw.json
 
 local M = {}
 
-local MY_SOURCE = debug.getinfo(1, "S").source
-
--- The level, as error() counts it, of the first caller outside this file.
-local function user_level()
-  local level = 2
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info then return level end
-    if info.what ~= "C" and info.source ~= MY_SOURCE and info.source:sub(1, 10) ~= "@moonwire/" then
-      return level
-    end
-    level = level + 1
-  end
-end
-
-local function misuse(fmt, ...)
-  error(fmt:format(...), user_level())
-end
-
--- Waiting without the prelude's internals: the running coroutine yields, and
--- wake resumes it from the event that completes the wait (or from its timer).
-local function waiting_coroutine(fname)
-  local co, main = coroutine.running()
-  if main then
-    misuse("%s: only inside a coroutine (the main chunk, mw.spawn or a test body); "
-      .. "a callback cannot wait, start a coroutine with mw.spawn", fname)
-  end
-  return co
-end
-
-local function wait_in(slot, fname, timeout)
-  local co = waiting_coroutine(fname)
-  slot.co = co
-  if timeout then
-    slot.timer = mw.after(timeout, function() slot.wake(nil, "timeout") end)
-  end
-  return coroutine.yield()
-end
-
-local function new_slot()
-  local slot = {}
-  function slot.wake(...)
-    local co = slot.co
-    if not co then return false end
-    slot.co = nil
-    if slot.timer then slot.timer:cancel() end
-    local ok, err = coroutine.resume(co, ...)
-    if not ok then error(err, 0) end
-    return true
-  end
-  return slot
-end
+-- The prelude's helpers, given by require: misuse raised at the caller's line, the
+-- check that the caller may wait (before an emit goes out), and waiters in a list
+-- woken by what they wait for. Waits are futures (mw.future).
+local kit = select(3, ...)
+local misuse, running, wait_listed, wake_listed = kit.misuse, kit.running, kit.wait_listed, kit.wake_listed
 
 -- Binary data: a string marked with sio.binary(s), or any string that is not
 -- valid UTF-8 (it could not be JSON text), travels as an attachment.
@@ -319,7 +272,7 @@ local function deliver(s, event, args, reply)
     if w.event == event then
       table.remove(s.waiters, i)
       if reply then reply(table.pack()) end
-      w.slot.wake(args)
+      w.future:set(args)
       return
     end
   end
@@ -365,15 +318,8 @@ function Events:expect(event, timeout)
     end
   end
   if self:_final() then return nil, self.final_reason or "disconnected" end
-  local w = { event = event, slot = new_slot() }
-  self.waiters[#self.waiters + 1] = w
-  local args, err = wait_in(w.slot, "s:expect", timeout)
-  if args == nil then
-    for i, x in ipairs(self.waiters) do
-      if x == w then table.remove(self.waiters, i) break end
-    end
-    return nil, err
-  end
+  local args, err = wait_listed(self.waiters, { event = event, future = mw.future("s:expect") }, timeout)
+  if args == nil then return nil, err end
   return unpack_result(args)
 end
 
@@ -398,8 +344,8 @@ local function take_ack(s, id)
 end
 
 local function run_ack(entry, args)
-  if entry.slot then
-    entry.slot.wake(args)
+  if entry.future then
+    entry.future:set(args)
   else
     mw.spawn(entry.fn, table.unpack(args, 1, args.n))
   end
@@ -410,11 +356,9 @@ local function drop_acks(s, why)
   local acks = s.acks
   s.acks, s.pending_acks = {}, 0
   for _, entry in pairs(acks) do
-    if entry.slot then entry.slot.wake(nil, why) end
+    if entry.future then entry.future:set(nil, why) end
   end
-  local waiters = s.waiters
-  s.waiters = {}
-  for _, w in ipairs(waiters) do w.slot.wake(nil, why) end
+  wake_listed(s.waiters, nil, nil, why)
 end
 
 -- emit(event, ...[, fn]): with a function last, fn(...) gets the ack's arguments.
@@ -440,9 +384,9 @@ end
 -- arguments (true when it had none), or nil, "timeout" / nil, err.
 local function call(s, timeout, fname, event, ...)
   check_event(event, fname)
-  waiting_coroutine(fname)
-  local slot = new_slot()
-  local id, err = register_ack(s, { slot = slot })
+  running(fname)
+  local answer = mw.future(fname)
+  local id, err = register_ack(s, { future = answer })
   if not id then return nil, err end
   local data, atts = pack_args(event, select("#", ...), ...)
   local ok
@@ -452,7 +396,7 @@ local function call(s, timeout, fname, event, ...)
     return nil, err
   end
   local args
-  args, err = wait_in(slot, fname, timeout)
+  args, err = answer:wait(timeout)
   if args == nil then
     take_ack(s, id)
     return nil, err
@@ -623,7 +567,6 @@ local function new_socket(client, nsp, auth)
   init_events(s)
   s.ack_timeout, s.max_acks, s.buffer_limit = client.ack_timeout, client.max_acks, client.buffer_limit
   s.on_connect_handlers, s.on_disconnect_handlers, s.on_connect_error_handlers, s.on_reconnect_handlers = {}, {}, {}, {}
-  s.connect_waiters = {}
   s.connects = 0
   return s
 end
@@ -697,21 +640,19 @@ function Socket:wait_connected(timeout)
   end
   if self.state == "connected" then return true end
   if self:_final() then return nil, self.final_reason or "disconnected" end
-  local slot = new_slot()
-  self.connect_waiters[#self.connect_waiters + 1] = slot
-  local ok, err = wait_in(slot, "s:wait_connected", timeout)
-  if not ok then
-    for i, x in ipairs(self.connect_waiters) do
-      if x == slot then table.remove(self.connect_waiters, i) break end
-    end
+  -- One future for every caller until the wait ends; a caller's timeout is its own.
+  local joined = self.joined
+  if not joined then
+    joined = mw.future("s:wait_connected")
+    self.joined = joined
   end
-  return ok, err
+  return joined:wait(timeout)
 end
 
 local function wake_connect_waiters(s, ...)
-  local list = s.connect_waiters
-  s.connect_waiters = {}
-  for _, slot in ipairs(list) do slot.wake(...) end
+  local joined = s.joined
+  s.joined = nil
+  if joined then joined:set(...) end
 end
 
 function Socket:_send_packet(ptype, id, data, atts)
