@@ -9,12 +9,101 @@ local events, conns, server_events, servers = prelude.events, prelude.conns, pre
 package.loaded.moonwire = mw
 -- The modules shipped in the binary (require "moonwire.mqtt"): searched right after
 -- package.preload, before package.path. Each gets, after require's two arguments,
--- the prelude's own helpers (`kit`), so that it needs no copy of them: misuse at
+-- the helpers they share (`kit`), so that none keeps a copy: the prelude's misuse at
 -- the user's line, the check that the caller may wait (before the call's side
--- effects), and resume for the coroutines it keeps (they report errors as
--- mw.spawn's do). Its waits are mw.future's.
+-- effects), resume for the coroutines it keeps (they report errors as mw.spawn's
+-- do), waiters in a list; and the bounded inbox, option checks and handler lists
+-- below. Their waits are mw.future's.
+local misuse = prelude.misuse
+
+-- A bounded inbox: what nobody took yet, oldest first. A push into a full one
+-- drops the oldest, counts it (q.dropped) and returns true, for the module to say so.
+local Inbox = {}
+Inbox.__index = Inbox
+
+local function inbox(limit)
+  return setmetatable({ head = 1, tail = 0, limit = limit, dropped = 0 }, Inbox)
+end
+
+function Inbox:count() return self.tail - self.head + 1 end
+
+function Inbox:push(item)
+  local dropped = false
+  if self.tail - self.head + 1 >= self.limit then
+    self[self.head] = nil
+    self.head = self.head + 1
+    self.dropped = self.dropped + 1
+    dropped = true
+  end
+  self.tail = self.tail + 1
+  self[self.tail] = item
+  return dropped
+end
+
+-- The oldest item, taken out, or nil.
+function Inbox:pop()
+  local head = self.head
+  if head > self.tail then return nil end
+  local item = self[head]
+  self[head] = nil
+  self.head = head + 1
+  return item
+end
+
+-- The oldest item that `match` accepts, taken out, or nil.
+function Inbox:take(match)
+  for i = self.head, self.tail do
+    local item = self[i]
+    if match(item) then
+      table.move(self, i + 1, self.tail, i)
+      self[self.tail] = nil
+      self.tail = self.tail - 1
+      return item
+    end
+  end
+end
+
+-- A module's options table: nil is {}, a key not in `known` is misuse.
+local function check_options(opts, known, fname, argn)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then misuse("bad argument #%d to '%s' (table expected, got %s)", argn, fname, type(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then misuse("bad argument #%d to '%s' (unknown option 'opts.%s')", argn, fname, tostring(k)) end
+  end
+  return opts
+end
+
+-- opts[key], a positive number, or `default` when not given.
+local function positive(opts, key, default, fname)
+  local v = opts[key]
+  if v == nil then return default end
+  if type(v) ~= "number" or v <= 0 then
+    misuse("bad argument #2 to '%s' (opts.%s: a positive number expected, got %s)", fname, key, tostring(v))
+  end
+  return v
+end
+
+-- on_<event>(fn) methods for a module's `class`: each appends fn to the object's
+-- list self.on_<event>_handlers (its constructor makes it) and returns self;
+-- misuse names prefix:on_<event>.
+local function define_handlers(class, prefix, names)
+  for _, event in ipairs(names) do
+    local key, fname = "on_" .. event .. "_handlers", prefix .. ":on_" .. event
+    class["on_" .. event] = function(self, fn)
+      if type(fn) ~= "function" then prelude.bad_argument(1, fname, "function", fn) end
+      local list = self[key]
+      list[#list + 1] = fn
+      return self
+    end
+  end
+end
+
 local kit = {
-  misuse = prelude.misuse,
+  inbox = inbox,
+  check_options = check_options,
+  positive = positive,
+  define_handlers = define_handlers,
+  misuse = misuse,
   bad_argument = prelude.bad_argument,
   user_level = prelude.user_level,
   running = prelude.running_coroutine,

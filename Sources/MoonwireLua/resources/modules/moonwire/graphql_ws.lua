@@ -28,7 +28,7 @@ local M = {}
 -- the check that the caller may wait (before a query goes out). Waits are futures
 -- (mw.future): the event that completes one sets it.
 local kit = select(3, ...)
-local misuse, running = kit.misuse, kit.running
+local misuse, running, check_options, positive = kit.misuse, kit.running, kit.check_options, kit.positive
 
 -- What each subprotocol calls its messages.
 local PROTOCOLS = {
@@ -62,24 +62,6 @@ local function errors_text(errors)
   return table.concat(parts, "; ")
 end
 M.errors_text = errors_text
-
-local function check_options(opts, known, fname, argn)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then misuse("bad argument #%d to '%s' (table expected, got %s)", argn, fname, type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then misuse("bad argument #%d to '%s' (unknown option 'opts.%s')", argn, fname, tostring(k)) end
-  end
-  return opts
-end
-
-local function positive(opts, key, default, fname)
-  local v = opts[key]
-  if v == nil then return default end
-  if type(v) ~= "number" or v <= 0 then
-    misuse("bad argument #2 to '%s' (opts.%s: a positive number expected, got %s)", fname, key, tostring(v))
-  end
-  return v
-end
 
 -- The operation's name: the one given, else that of the first named operation
 -- in the document ("query Hello { ... }" -> "Hello").
@@ -159,17 +141,7 @@ function M.connect(url, opts)
   return client
 end
 
-function Client:on_reconnect(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'client:on_reconnect' (function expected, got %s)", type(fn)) end
-  self.on_reconnect_handlers[#self.on_reconnect_handlers + 1] = fn
-  return self
-end
-
-function Client:on_error(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'client:on_error' (function expected, got %s)", type(fn)) end
-  self.on_error_handlers[#self.on_error_handlers + 1] = fn
-  return self
-end
+kit.define_handlers(Client, "client", { "reconnect", "error" })
 
 -- Waits for connection_ack: true, or nil, err (refused, timeout, closed).
 function Client:wait_ready(timeout)
@@ -269,17 +241,15 @@ function Client:_result(op, payload)
     return
   end
   local q = op.queue
-  if #q >= self.buffer then
-    table.remove(q, 1)
-    op.dropped = op.dropped + 1
+  if q:push(payload) then
+    op.dropped = q.dropped
     if op.dropped == 1 then
       mw.log.warn(("graphql-ws: subscription %s keeps %d results nobody takes; dropping the oldest (read them, or give on_next)")
         :format(op.id, self.buffer))
     end
   end
-  q[#q + 1] = payload
   local waiting = op.waiting
-  if waiting and not waiting:is_set() then waiting:set(table.remove(q, 1)) end
+  if waiting and not waiting:is_set() then waiting:set(q:pop()) end
 end
 
 function Client:_message(msg)
@@ -362,7 +332,7 @@ function Client:_start(fname, query, variables, opts, subscription)
   end
   self.next_id = self.next_id + 1
   local op = setmetatable({ client = self, id = tostring(self.next_id), query = query, variables = variables,
-    operation_name = opts.operation_name, subscription = subscription, queue = {}, dropped = 0,
+    operation_name = opts.operation_name, subscription = subscription, queue = kit.inbox(self.buffer), dropped = 0,
     on_next = opts.on_next, on_error = opts.on_error, on_complete = opts.on_complete }, Subscription)
   self.ops[op.id] = op
   self.count = self.count + 1
@@ -391,7 +361,7 @@ local function one_shot(self, fname, query, variables, opts)
   if result == nil then
     if err == "timeout" then op:stop() end
     if err ~= "complete" then return nil, err end
-    result = op.queue[1]
+    result = op.queue:pop()
     if result == nil then return nil, "graphql: the operation completed without a result" end
   elseif not op.done then
     -- The result is in; the complete that follows finds no operation and is dropped.
@@ -417,8 +387,8 @@ end
 
 -- The next result: result, or nil, "complete" / nil, err.
 function Subscription:next(timeout)
-  local q = self.queue
-  if #q > 0 then return table.remove(q, 1) end
+  local kept = self.queue:pop()
+  if kept ~= nil then return kept end
   if self.done then return nil, self.error or "complete" end
   self.waiting = mw.future("sub:next")
   local result, err = self.waiting:wait(timeout)

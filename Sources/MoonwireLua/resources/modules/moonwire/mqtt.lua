@@ -514,20 +514,11 @@ local function deliver(self, msg)
     for _, fn in ipairs(on_message) do run_handler(self, fn, self, msg) end
     return
   end
-  local q = self.inbox
-  if q.tail - q.head + 1 >= self.inbox_limit then
-    q[q.head] = nil
-    q.head = q.head + 1
-    self.dropped = self.dropped + 1
-    if not self.warned_inbox then
-      self.warned_inbox = true
-      mw.log.warn(("mqtt %s: the inbox is full (%d messages nobody took: no handler, expect or receive);"
-        .. " dropping the oldest, counted in m:stats().dropped (raise opts.inbox, or subscribe with a handler)")
-        :format(self.url, self.inbox_limit))
-    end
+  if self.inbox:push(msg) and self.inbox.dropped == 1 then
+    mw.log.warn(("mqtt %s: the inbox is full (%d messages nobody took: no handler, expect or receive);"
+      .. " dropping the oldest, counted in m:stats().dropped (raise opts.inbox, or subscribe with a handler)")
+      :format(self.url, self.inbox.limit))
   end
-  q.tail = q.tail + 1
-  q[q.tail] = msg
 end
 
 -- The ack flows of our publishes: PUBACK ends QoS 1; PUBREC moves QoS 2 to PUBREL,
@@ -848,11 +839,10 @@ function M.connect(url, opts)
     keepalive = opts.keepalive or 60, timeout = opts.timeout or 10,
     max_inflight = opts.max_inflight or 20, max_packet = opts.max_packet or 16 * 1024 * 1024,
     session_expiry = opts.session_expiry or (clean and 0 or 0xFFFFFFFF),
-    inbox_limit = opts.inbox or 1000,
+    inbox = kit.inbox(opts.inbox or 1000),
     handlers = {}, idle = {}, subs = {}, ids = {}, last_id = 0, pending = {}, resubscribing = {},
     inflight = {}, order = {}, inflight_count = 0, incoming = {}, window_waiters = {}, expecting = {},
-    waiting = {}, event_waiters = {}, inbox = { head = 1, tail = 0 },
-    dropped = 0, received = 0, published = 0, connects = 0,
+    waiting = {}, event_waiters = {}, received = 0, published = 0, connects = 0,
   }, Client)
   self.window = self.max_inflight
   for _, k in ipairs { "keepalive", "max_inflight", "max_packet", "inbox" } do
@@ -1116,19 +1106,6 @@ local function message_matcher(match, fname)
   return function(msg) return f(msg.topic) end
 end
 
-local function take_inbox(self, match)
-  local q = self.inbox
-  for i = q.head, q.tail do
-    local msg = q[i]
-    if match(msg) then
-      table.move(q, i + 1, q.tail, i)
-      q[q.tail] = nil
-      q.tail = q.tail - 1
-      return msg
-    end
-  end
-end
-
 -- m:expect([filter | fn] [, timeout]) -> msg | nil, err: the first message (kept in the
 -- inbox, or the next to arrive) that no subscription handler took and that matches.
 function Client:expect(match, timeout)
@@ -1141,7 +1118,7 @@ function Client:expect(match, timeout)
     bad_argument(2, "m:expect", "number", timeout)
   end
   local m = message_matcher(match, "m:expect")
-  local msg = take_inbox(self, m)
+  local msg = self.inbox:take(m)
   if msg then return msg end
   local ok, err = usable(self)
   if not ok then return nil, err end
@@ -1208,8 +1185,7 @@ Client.close = Client.disconnect
 
 function Client:stats()
   check_self(self, "m:stats")
-  local q = self.inbox
-  return { inflight = self.inflight_count, inbox = q.tail - q.head + 1, dropped = self.dropped,
+  return { inflight = self.inflight_count, inbox = self.inbox:count(), dropped = self.inbox.dropped,
            published = self.published, received = self.received, reconnects = math.max(0, self.connects - 1),
            subscriptions = #self.subs, connection = self.conn:stats() }
 end

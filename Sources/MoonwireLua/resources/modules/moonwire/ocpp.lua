@@ -475,16 +475,7 @@ function ChargePoint:on(action, fn)
   return self
 end
 
-local function add_hook(list, fname, fn)
-  if type(fn) ~= "function" then
-    misuse(("bad argument #1 to '%s' (function expected, got %s)"):format(fname, type(fn)))
-  end
-  list[#list + 1] = fn
-end
-
-function ChargePoint:on_open(fn) add_hook(self.on_open_handlers, "cp:on_open", fn) return self end
-function ChargePoint:on_close(fn) add_hook(self.on_close_handlers, "cp:on_close", fn) return self end
-function ChargePoint:on_error(fn) add_hook(self.on_error_handlers, "cp:on_error", fn) return self end
+kit.define_handlers(ChargePoint, "cp", { "open", "close", "error" })
 
 -- cp:wait_open([timeout]) -> true | nil, err
 function ChargePoint:wait_open(timeout)
@@ -603,9 +594,7 @@ function CentralSystem:on(action, fn)
   return self
 end
 
-function CentralSystem:on_connect(fn) add_hook(self.on_connect_handlers, "cs:on_connect", fn) return self end
-function CentralSystem:on_close(fn) add_hook(self.on_close_handlers, "cs:on_close", fn) return self end
-function CentralSystem:on_error(fn) add_hook(self.on_error_handlers, "cs:on_error", fn) return self end
+kit.define_handlers(CentralSystem, "cs", { "connect", "close", "error" })
 -- The URL charge points connect to, with their id after it: ws://127.0.0.1:9000/ocpp/
 function CentralSystem:url() return self.server:url():gsub("/$", "") .. self.path .. "/" end
 function CentralSystem:close() return self.server:close() end

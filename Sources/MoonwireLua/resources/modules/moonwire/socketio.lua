@@ -25,6 +25,8 @@ local M = {}
 -- woken by what they wait for. Waits are futures (mw.future).
 local kit = select(3, ...)
 local misuse, running, wait_listed, wake_listed = kit.misuse, kit.running, kit.wait_listed, kit.wake_listed
+local positive = kit.positive
+local function check_options(opts, known, fname) return kit.check_options(opts, known, fname, 2) end
 
 -- Binary data: a string marked with sio.binary(s), or any string that is not
 -- valid UTF-8 (it could not be JSON text), travels as an attachment.
@@ -209,24 +211,6 @@ local function unpack_result(r)
   return table.unpack(r, 1, r.n)
 end
 
-local function check_options(opts, known, fname)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then misuse("bad argument #2 to '%s' (table expected, got %s)", fname, type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then misuse("bad argument #2 to '%s' (unknown option 'opts.%s')", fname, tostring(k)) end
-  end
-  return opts
-end
-
-local function positive(opts, key, default, fname)
-  local v = opts[key]
-  if v == nil then return default end
-  if type(v) ~= "number" or v <= 0 then
-    misuse("bad argument #2 to '%s' (opts.%s: a positive number expected, got %s)", fname, key, tostring(v))
-  end
-  return v
-end
-
 local INBOX = 1000
 
 ---------------------------------------------------------------------------
@@ -236,8 +220,8 @@ local INBOX = 1000
 local Events = {}
 
 local function init_events(s)
-  s.handlers, s.any, s.inbox, s.waiters, s.acks = {}, {}, {}, {}, {}
-  s.next_ack, s.pending_acks, s.dropped = 0, 0, 0
+  s.handlers, s.any, s.inbox, s.waiters, s.acks = {}, {}, kit.inbox(INBOX), {}, {}
+  s.next_ack, s.pending_acks = 0, 0
 end
 
 function Events:on(event, fn)
@@ -293,15 +277,10 @@ local function deliver(s, event, args, reply)
   end
   if reply then reply(table.pack()) end
   local inbox = s.inbox
-  if #inbox >= INBOX then
-    table.remove(inbox, 1)
-    s.dropped = s.dropped + 1
-    if s.dropped == 1 then
-      mw.log.warn(("socket.io %s: %d events wait for s:expect and nobody handles them; dropping the oldest "
-        .. "(add a handler with s:on)"):format(s.nsp, INBOX))
-    end
+  if inbox:push({ event = event, args = args }) and inbox.dropped == 1 then
+    mw.log.warn(("socket.io %s: %d events wait for s:expect and nobody handles them; dropping the oldest "
+      .. "(add a handler with s:on)"):format(s.nsp, INBOX))
   end
-  inbox[#inbox + 1] = { event = event, args = args }
 end
 
 -- Waits for the next event named `event` (one kept already counts); returns
@@ -311,12 +290,8 @@ function Events:expect(event, timeout)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
     misuse("bad argument #2 to 's:expect' (seconds expected, got %s)", type(timeout))
   end
-  for i, item in ipairs(self.inbox) do
-    if item.event == event then
-      table.remove(self.inbox, i)
-      return unpack_result(item.args)
-    end
-  end
+  local kept = self.inbox:take(function(item) return item.event == event end)
+  if kept then return unpack_result(kept.args) end
   if self:_final() then return nil, self.final_reason or "disconnected" end
   local args, err = wait_listed(self.waiters, { event = event, future = mw.future("s:expect") }, timeout)
   if args == nil then return nil, err end
@@ -446,7 +421,7 @@ local function receive_packet(s, p, atts)
 end
 
 local function events_stats(s)
-  return { pending_acks = s.pending_acks, kept = #s.inbox, dropped = s.dropped }
+  return { pending_acks = s.pending_acks, kept = s.inbox:count(), dropped = s.inbox.dropped }
 end
 
 ---------------------------------------------------------------------------
@@ -619,15 +594,7 @@ function Socket:of(nsp, opts)
   return s
 end
 
-for _, event in ipairs { "connect", "disconnect", "connect_error", "reconnect" } do
-  local key, fname = "on_" .. event .. "_handlers", "s:on_" .. event
-  Socket["on_" .. event] = function(self, fn)
-    if type(fn) ~= "function" then misuse("bad argument #1 to '%s' (function expected, got %s)", fname, type(fn)) end
-    local list = self[key]
-    list[#list + 1] = fn
-    return self
-  end
-end
+kit.define_handlers(Socket, "s", { "connect", "disconnect", "connect_error", "reconnect" })
 
 function Socket:_final() return self.state == "disconnected" or self.state == "refused" end
 
@@ -957,11 +924,7 @@ end
 
 -- on_connect(fn(socket, auth)): a handler returning false (and a message)
 -- refuses the connection with CONNECT_ERROR.
-function Namespace:on_connect(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'nsp:on_connect' (function expected, got %s)", type(fn)) end
-  self.on_connect_handlers[#self.on_connect_handlers + 1] = fn
-  return self
-end
+kit.define_handlers(Namespace, "nsp", { "connect" })
 
 function Namespace:sockets()
   local list = {}
@@ -1038,11 +1001,7 @@ function ServerSocket:leave(room)
   return self
 end
 
-function ServerSocket:on_disconnect(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'socket:on_disconnect' (function expected, got %s)", type(fn)) end
-  self.on_disconnect_handlers[#self.on_disconnect_handlers + 1] = fn
-  return self
-end
+kit.define_handlers(ServerSocket, "socket", { "disconnect" })
 
 function ServerSocket:_final() return self.state == "disconnected" end
 

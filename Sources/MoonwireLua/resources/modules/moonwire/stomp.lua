@@ -504,8 +504,9 @@ function Client:subscribe(destination, opts, fn)
   id = tostring(id)
   if self.subs[id] then misuse(("client:subscribe: subscription id %q is in use"):format(id)) end
   local sub = setmetatable({ client = self, id = id, destination = destination, ack = ack, fn = fn,
-                             extra = opts.headers, inbox = { head = 1, tail = 0 }, waiters = {},
+                             extra = opts.headers, waiters = {},
                              max_queued = opts.max_queued or self.options.max_queued, dropped = 0, running = 0 }, Subscription)
+  sub.inbox = kit.inbox(sub.max_queued)
   local frame_bytes = sub:frame()   -- checks the headers at the caller's line
   self.subs[id] = sub
   sub.made = self.connected
@@ -561,9 +562,8 @@ function Subscription:deliver(frame)
     end
   elseif self.waiters[1] then
     return table.remove(self.waiters, 1).future:set(msg)
-  elseif q.tail - q.head + 1 < self.max_queued then
-    q.tail = q.tail + 1
-    q[q.tail] = msg
+  elseif q:count() < self.max_queued then
+    q:push(msg)
     return
   end
   -- Bounded: with client acks the broker keeps it (NACK: it comes again; the
@@ -580,13 +580,8 @@ end
 -- sub:receive([timeout]) -> msg | nil, err
 function Subscription:receive(timeout)
   if self.fn then misuse("sub:receive: this subscription has a callback, which gets its messages") end
-  local q = self.inbox
-  if q.head <= q.tail then
-    local msg = q[q.head]
-    q[q.head] = nil
-    q.head = q.head + 1
-    return msg
-  end
+  local msg = self.inbox:pop()
+  if msg then return msg end
   if self.ended then return nil, self.ended end
   return wait_in(self.waiters, "sub:receive", timeout, "no MESSAGE on " .. self.destination)
 end
@@ -664,12 +659,6 @@ end
 
 function Client:close(code, reason) return self.connection:close(code, reason) end
 
-local function hook(list, fname, fn)
-  if type(fn) ~= "function" then misuse(("bad argument #1 to '%s' (function expected, got %s)"):format(fname, type(fn))) end
-  list[#list + 1] = fn
-end
-function Client:on_connected(fn) hook(self.on_connected_handlers, "client:on_connected", fn) return self end
-function Client:on_error(fn) hook(self.on_error_handlers, "client:on_error", fn) return self end
-function Client:on_close(fn) hook(self.on_close_handlers, "client:on_close", fn) return self end
+kit.define_handlers(Client, "client", { "connected", "error", "close" })
 
 return stomp
