@@ -219,21 +219,21 @@ end
 
 -- Waiters in a list, for the shipped modules' events that pick whom they wake
 -- (ocpp's cp:expect(action)): `entry.future` waits in `list` until wake_listed
--- picks it, and leaves the list when its wait times out.
-local function unlisted(list, entry, ...)
-  if not entry.future.values then
-    for i = 1, #list do
-      if list[i] == entry then table.remove(list, i) break end
-    end
+-- picks it; a wait that times out leaves the list and returns nil, timeout_text
+-- (default "timeout").
+local function unlisted(list, entry, timeout_text, ...)
+  if entry.future.values then return ... end
+  for i = 1, #list do
+    if list[i] == entry then table.remove(list, i) break end
   end
-  return ...
+  return nil, timeout_text or "timeout"
 end
 
-local function wait_listed(list, entry, timeout)
+local function wait_listed(list, entry, timeout, timeout_text)
   local f = entry.future
   running_coroutine(f.name)
   list[#list + 1] = entry
-  return unlisted(list, entry, f:wait(timeout))
+  return unlisted(list, entry, timeout_text, f:wait(timeout))
 end
 
 -- Sets (with ...) the future of every entry of `list` that `pick` accepts (every

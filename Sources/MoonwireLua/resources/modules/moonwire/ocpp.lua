@@ -78,15 +78,10 @@ local misuse, running, wait_listed, wake_listed = kit.misuse, kit.running, kit.w
 
 -- The running coroutine waits in `list` until `wake` picks it, or until
 -- `timeout` seconds passed (then nil, "timeout after N s: <what>").
-local function outcome(entry, timeout, what, ...)
-  if entry.future:is_set() then return ... end
-  return nil, ("timeout after %g s: %s"):format(timeout, what)
-end
-
 local function wait_in(list, fname, timeout, what, entry)
   entry = entry or {}
   entry.future = mw.future(fname)
-  return outcome(entry, timeout, what, wait_listed(list, entry, timeout))
+  return wait_listed(list, entry, timeout, timeout and ("timeout after %g s: %s"):format(timeout, what))
 end
 
 local wake = wake_listed

@@ -34,16 +34,11 @@ local ACK_MODES = { auto = true, client = true, ["client-individual"] = true }
 local kit = select(3, ...)
 local misuse, running, wait_listed, wake = kit.misuse, kit.running, kit.wait_listed, kit.wake_listed
 
-local function outcome(entry, timeout, what, ...)
-  if entry.future:is_set() then return ... end
-  return nil, ("timeout after %g s: %s"):format(timeout, what)
-end
-
 -- The running coroutine waits (mw.future) in `list` until `wake` picks it, or
 -- until `timeout` seconds passed (then nil, "timeout after N s: <what>").
 local function wait_in(list, fname, timeout, what)
-  local entry = { future = mw.future(fname) }
-  return outcome(entry, timeout, what, wait_listed(list, entry, timeout))
+  return wait_listed(list, { future = mw.future(fname) }, timeout,
+    timeout and ("timeout after %g s: %s"):format(timeout, what))
 end
 
 -- ---------------------------------------------------------------------------
