@@ -12,8 +12,8 @@ package.loaded.moonwire = mw
 -- the helpers they share (`kit`), so that none keeps a copy: the prelude's misuse at
 -- the user's line, the check that the caller may wait (before the call's side
 -- effects), resume for the coroutines it keeps (they report errors as mw.spawn's
--- do), waiters in a list; and the bounded inbox, option checks and handler lists
--- below. Their waits are mw.future's.
+-- do), waiters in a list; and the bounded inbox, option checks, handler lists and
+-- URL escaping below. Their waits are mw.future's.
 local misuse = prelude.misuse
 
 -- A bounded inbox: what nobody took yet, oldest first. A push into a full one
@@ -98,7 +98,20 @@ local function define_handlers(class, prefix, names)
   end
 end
 
+-- Percent-encoding (RFC 3986): %XX for every byte but the unreserved ones and
+-- those in `keep` (":" in a path segment); url_unescape the other way.
+local function url_escape(s, keep)
+  local class = "[^%w%-%._~" .. (keep and keep:gsub("%p", "%%%0") or "") .. "]"
+  return (tostring(s):gsub(class, function(c) return ("%%%02X"):format(c:byte()) end))
+end
+
+local function url_unescape(s)
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
 local kit = {
+  url_escape = url_escape,
+  url_unescape = url_unescape,
   inbox = inbox,
   check_options = check_options,
   positive = positive,

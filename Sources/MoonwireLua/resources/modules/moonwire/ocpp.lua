@@ -394,7 +394,7 @@ function ocpp.connect(url, opts)
       misuse("bad argument #2 to 'ocpp.connect' (opts.id: a charge point id string expected)")
     end
     -- %-encoded in the path: an id may hold any character (the central system decodes it).
-    url = url:gsub("/*$", "") .. "/" .. mine.id:gsub("[^%w%-%._~:]", function(ch) return ("%%%02X"):format(ch:byte()) end)
+    url = url:gsub("/*$", "") .. "/" .. kit.url_escape(mine.id, ":")
   end
   local id = mine.id or url:match("([^/]+)/*$")
   if mine.password ~= nil then
@@ -504,7 +504,7 @@ local CS_OPTIONS = { version = true, versions = true, timeout = true, max_waitin
 -- The charge point id: the last segment of the request path, %-decoded.
 local function id_from_path(path)
   local last = (path or ""):gsub("%?.*$", ""):match("([^/]+)/*$") or ""
-  return (last:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+  return kit.url_unescape(last)
 end
 
 function ocpp.listen(url, opts)

@@ -469,9 +469,7 @@ Socket.__index = Socket
 local Client = {}
 Client.__index = Client
 
-local function urlencode(s)
-  return (tostring(s):gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end))
-end
+local urlencode = kit.url_escape
 
 -- The Engine.IO WebSocket URL for `url` and the namespace its path names.
 -- http(s):// and ws(s):// both work; a path other than the engine path
