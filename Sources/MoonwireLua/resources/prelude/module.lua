@@ -84,18 +84,12 @@ local function positive(opts, key, default, fname)
 end
 
 -- on_<event>(fn) methods for a module's `class`: each appends fn to the object's
--- list self.on_<event>_handlers (its constructor makes it) and returns self;
--- misuse names prefix:on_<event>.
-local function define_handlers(class, prefix, names)
-  for _, event in ipairs(names) do
-    local key, fname = "on_" .. event .. "_handlers", prefix .. ":on_" .. event
-    class["on_" .. event] = function(self, fn)
-      if type(fn) ~= "function" then prelude.bad_argument(1, fname, "function", fn) end
-      local list = self[key]
-      list[#list + 1] = fn
-      return self
-    end
-  end
+-- list self.on_<event>_handlers (its constructor makes it; `lookup` and
+-- `key_format` name another, as the prelude's define_handlers takes them) and
+-- returns self; misuse names prefix:on_<event>.
+local function itself(obj) return obj end
+local function define_handlers(class, prefix, names, lookup, key_format)
+  prelude.define_handlers(class, prefix, names, lookup or itself, key_format or "on_%s_handlers")
 end
 
 -- Percent-encoding (RFC 3986): %XX for every byte but the unreserved ones and

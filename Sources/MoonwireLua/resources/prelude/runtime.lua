@@ -268,11 +268,13 @@ local function state_lookup(registry, expected)
   end
 end
 
--- Adds on_<event>(fn) methods that append fn to the object's handler list.
-local function define_handlers(target, prefix, events, lookup)
+-- Adds on_<event>(fn) methods that append fn to the object's handler list: the
+-- list lookup(self, fname)[key], where key is key_format ("on_%s" when not given)
+-- with the event's name.
+local function define_handlers(target, prefix, events, lookup, key_format)
   for _, event in ipairs(events) do
-    local key, fname = "on_" .. event, prefix .. ":on_" .. event
-    target[key] = function(self, fn)
+    local key, fname = (key_format or "on_%s"):format(event), prefix .. ":on_" .. event
+    target["on_" .. event] = function(self, fn)
       local st = lookup(self, fname)
       if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
       append(st, key, fn)

@@ -1428,14 +1428,7 @@ function Broker:publish(topic, payload, opts)
 end
 -- b:on_connect(fn(client_id, info)), b:on_subscribe(fn(client_id, filter, qos)),
 -- b:on_publish(fn(msg)) where msg = { topic, payload, qos, retain, client_id }.
-for _, event in ipairs { "connect", "subscribe", "publish" } do
-  Broker["on_" .. event] = function(self, fn)
-    if type(fn) ~= "function" then bad_argument(1, "b:on_" .. event, "function", fn) end
-    local list = self.handlers[event]
-    list[#list + 1] = fn
-    return self
-  end
-end
+kit.define_handlers(Broker, "b", { "connect", "subscribe", "publish" }, function(b) return b.handlers end, "%s")
 
 M.reason_text = reason_text
 
