@@ -21,7 +21,8 @@ bot:on_message(function(c, msg)
       msg.note == msgpack.null and "null" or tostring(msg.note)))
     c:send({ op = "say", text = "hi", score = -0.0 })
   else
-    print(("got %s: %s, score %s"):format(msg.op, msg.text, string.pack(">d", msg.score) == string.pack(">d", -0.0) and "-0.0" or msg.score))
+    local negative_zero = string.pack(">d", msg.score) == string.pack(">d", -0.0)
+    print(("got %s: %s, score %s"):format(msg.op, msg.text, negative_zero and "-0.0" or msg.score))
     c:close()                                    -- deliberate: the script ends
   end
 end)

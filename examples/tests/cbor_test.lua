@@ -82,7 +82,8 @@ describe("mw.cbor", function()
     local cases = {
       { "8301", "value: an array of 3 items with 1 bytes left (byte 1)" },
       { "a1616182", "value.a: an array of 2 items with 0 bytes left (byte 4)" },
-      { "1bffffffffffffffff", "value: the integer 18446744073709551615 is past Lua's integers (-2^63 to 2^63-1) (byte 0)" },
+      { "1bffffffffffffffff",
+        "value: the integer 18446744073709551615 is past Lua's integers (-2^63 to 2^63-1) (byte 0)" },
       { "5a80000000", "value: truncated: a byte string of 2147483648 bytes with 0 left (byte 5)" },
       { "62fffe", "value: a text string is not valid UTF-8 (byte 1)" },
       { "ff", "value: a break outside an indefinite-length item (byte 0)" },
