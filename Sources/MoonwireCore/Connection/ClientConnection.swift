@@ -399,7 +399,9 @@ public final class ClientConnection {
 
     /// Sends a whole message (TCP: framed by the connection's framing; `kind` is ignored).
     /// Throws when the connection is not open or the framing cannot carry the message
-    /// (wrong fixed size, delimiter inside); the caller decides whether to queue.
+    /// (wrong fixed size, delimiter inside); the caller decides whether to queue. The bare
+    /// connection has no send budget: ``ManagedConnection`` puts one in front of it, whose
+    /// ``OutboundBuffer`` writes to the handler and never calls this.
     public func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.send(data, kind: kind)
@@ -407,18 +409,6 @@ public final class ClientConnection {
         case nil: throw Self.notOpen
         }
         self.stats.countSent(bytes: data.readableBytes)
-    }
-
-    /// Sends a whole message from bytes valid only for the duration of the call (a Lua
-    /// string's): a WebSocket frames them without first copying them into a buffer of
-    /// their own; TCP's framing encodes from a copy.
-    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) {
-        switch self.link {
-        case .webSocket(let handler)?: try handler.send(bytes: bytes, kind: kind)
-        case .tcp(let handler)?: try handler.send(ByteBuffer(bytes: bytes))
-        case nil: throw Self.notOpen
-        }
-        self.stats.countSent(bytes: bytes.count)
     }
 
     /// The open connection's handler, for the outbound budget to write to; nil when not open.

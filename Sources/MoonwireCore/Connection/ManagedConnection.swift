@@ -318,8 +318,17 @@ public final class ManagedConnection {
         guard lifecycle.sendRoute == .send else { return }
         autoReplies += 1
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
-        if outbound.offer(OutboundMessage(reply, kind: kind), direct: true) == .sent {
-            outboundWrote(messages: 1, payloadBytes: reply.readableBytes)
+        sendAhead(reply, kind: kind)
+    }
+
+    /// Writes a message of the connection's own (an answer to a probe, a heartbeat) at once:
+    /// ahead of the queue and past a hold for ``ready()``, which wait for the script, but
+    /// within the byte budget like any message. Never queued: one that cannot go now is
+    /// skipped (a probe then goes unanswered, which the heartbeat notices).
+    private func sendAhead(_ data: ByteBuffer, kind: MessageKind) {
+        guard socket.state == .open else { return }
+        if outbound.offer(OutboundMessage(data, kind: kind), direct: true) == .sent {
+            outboundWrote(messages: 1, payloadBytes: data.readableBytes)
         }
     }
 
@@ -453,10 +462,11 @@ extension ManagedConnection: HeartbeatOwner {
         try? socket.ping(payload)
     }
 
+    /// Through the outbound budget, as every message is: counted, and charged to the
+    /// process-wide budget.
     func heartbeatSendMessage() {
-        if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
-            try? socket.send(message, kind: kind)
-        }
+        guard lifecycle.sendRoute == .send, let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) else { return }
+        sendAhead(message, kind: kind)
     }
 
     func heartbeatPeerIsDead() {
