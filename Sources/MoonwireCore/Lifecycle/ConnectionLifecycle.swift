@@ -12,7 +12,7 @@ import NIOCore
 ///   asked of the `on_reconnect` hook, waiting for its timer, or in progress.
 /// - `closed`: for good, unless the script calls `c:reconnect()`.
 ///
-/// Rules (SPEC §2, Reconnect): a deliberate ``closeRequested(code:reason:)`` never
+/// Rules (the `reconnect` option, docs/scripting.md): a deliberate ``closeRequested(code:reason:)`` never
 /// reconnects; a close code 1000 from the peer stops unless `onNormalClose`; a handshake
 /// refused with HTTP 4xx stops unless `retryHTTP`; so do used-up attempts; a successful
 /// open resets the attempt count. Failed dials report an error; a connection that had

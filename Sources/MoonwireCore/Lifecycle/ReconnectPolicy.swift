@@ -34,7 +34,7 @@ public struct ReconnectPolicy: Sendable, Hashable {
     /// Whether handshakes refused with an HTTP 4xx status are retried (`retry_http`).
     public var retryHTTP: Bool
 
-    /// Creates a policy; the defaults are SPEC's.
+    /// Creates a policy; the defaults are the `reconnect` option's (docs/scripting.md).
     public init(
         initial: TimeAmount = .seconds(1),
         factor: Double = 2,
