@@ -85,6 +85,7 @@ let package = Package(
                 .embedInCode("resources/prelude/load_models.lua"),
                 .embedInCode("resources/prelude/module.lua"),
                 .embedInCode("resources/test_runner.lua"),
+                .embedInCode("resources/interpreter.lua"),
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
@@ -92,6 +93,12 @@ let package = Package(
                 // The protocol modules (BundledModules.swift lists them for require).
                 .embedInCode("resources/modules/moonwire/socketio.lua"),
                 .embedInCode("resources/modules/moonwire/graphql_ws.lua"),
+                .embedInCode("resources/modules/moonwire/mqtt.lua"),
+                .embedInCode("resources/modules/moonwire/ocpp.lua"),
+                .embedInCode("resources/modules/moonwire/stomp.lua"),
+                .embedInCode("resources/definitions/moonwire_meta.lua"),
+                .embedInCode("resources/definitions/busted_meta.lua"),
+                .embedInCode("resources/definitions/api_tools.lua"),
             ],
             swiftSettings: ownModuleSettings
         ),
@@ -109,6 +116,9 @@ let package = Package(
             resources: [
                 .embedInCode("resources/report.css"),
                 .embedInCode("resources/report.js"),
+                .embedInCode("resources/init/bot.lua"),
+                .embedInCode("resources/init/greeting.lua"),
+                .embedInCode("resources/init/greeting_spec.lua"),
             ],
             swiftSettings: ownModuleSettings
         ),

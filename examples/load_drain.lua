@@ -39,6 +39,7 @@ end
 while received < count do mw.sleep(0.01) end
 local stats = c:stats()
 print(("sent %d, received %d, in order: %s"):format(count, received, tostring(in_order)))
-print(("budget reached: %s, drained: %s, dropped: %d"):format(tostring(refused > 0), tostring(drains > 0), stats.dropped))
+print(("budget reached: %s, drained: %s, dropped: %d")
+  :format(tostring(refused > 0), tostring(drains > 0), stats.dropped))
 c:close()
 s:close()

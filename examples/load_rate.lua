@@ -8,6 +8,8 @@
 -- way through: what a stalled server looks like in the figures and the report.
 --   moonwire run --summary examples/load_rate.lua [URL [RATE [DURATION [DELAY [STALL]]]]]
 --   moonwire run --shard 2/4 --summary-json part2.json examples/load_rate.lua
+--   moonwire run --shard 2/4 --start-at 2026-11-26T22:00:00Z --summary-json results/ examples/load_rate.lua URL
+--     (each shard's load begins at that instant; then moonwire metrics merge results/: docs/scaling.md)
 --   moonwire run --report report.html examples/load_rate.lua - 50 20 0.01 2
 local url = mw.args[1] ~= "-" and mw.args[1] or nil
 local rate = tonumber(mw.args[2]) or 50

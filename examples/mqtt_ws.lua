@@ -1,99 +1,34 @@
--- MQTT 3.1.1 over WebSocket, built only on string.pack: CONNECT/CONNACK,
+-- MQTT 3.1.1 over WebSocket with require "moonwire.mqtt": CONNECT/CONNACK,
 -- SUBSCRIBE/SUBACK, PUBLISH at QoS 0 and 1 (with PUBACK both ways), DISCONNECT.
--- A codec turns each binary WebSocket message (one MQTT packet) into a table,
--- so c:expect can wait for a packet by its fields.
+-- The module writes and reads the packets (remaining-length varints, packet ids,
+-- the PUBACK of what the broker delivers, PINGREQ); each line printed names the
+-- packet that answered. examples/mqtt_bot.lua is a fuller bot, docs/protocols/mqtt.md
+-- the reference.
 --
 --   moonwire run examples/mqtt_ws.lua ws://127.0.0.1:8080/ [topic]
 -- (mosquitto: `listener 8080` + `protocol websockets` + `allow_anonymous true`)
+local mqtt = require "moonwire.mqtt"
+
 local url = mw.args[1] or "ws://127.0.0.1:8080/"
 local topic = mw.args[2] or "moonwire/example"
 
-local CONNECT, CONNACK, PUBLISH, PUBACK, SUBSCRIBE, SUBACK, DISCONNECT = 1, 2, 3, 4, 8, 9, 14
-local names = { [CONNACK] = "CONNACK", [PUBLISH] = "PUBLISH", [PUBACK] = "PUBACK", [SUBACK] = "SUBACK" }
+-- "mqtt" is the subprotocol MQTT over WebSocket requires; connect returns once the
+-- broker's CONNACK accepted the session (else nil and the reason in words).
+local m = assert(mqtt.connect(url, { client_id = "moonwire-" .. math.random(1 << 30) }))
+print("CONNACK", m.return_code)
 
--- The remaining length: 7 bits a byte, least significant first.
-local function varint(n)
-  local out = {}
-  repeat
-    local byte = n % 128
-    n = n // 128
-    out[#out + 1] = string.char(n > 0 and byte + 128 or byte)
-  until n == 0
-  return table.concat(out)
-end
+print("SUBACK", assert(m:subscribe(topic, { qos = 1 })))   -- the granted QoS
 
-local function packet(kind, flags, body)
-  return string.char(kind << 4 | flags) .. varint(#body) .. body
-end
+assert(m:publish(topic, "hello at QoS 0"))
+local msg = assert(m:expect(topic, 10))
+print("PUBLISH", msg.topic, msg.payload, "qos " .. msg.qos)
 
-local mqtt = {}
+-- QoS 1: the broker acknowledges ours (PUBACK for its packet id), and delivers it back
+-- with an id of its own, which the module acknowledges.
+local id = assert(m:publish(topic, "hello at QoS 1", { qos = 1, wait = false }))
+assert(m:flush(10))
+print("PUBACK", id)
+msg = assert(m:expect(topic, 10))
+print("PUBLISH", msg.topic, msg.payload, "qos " .. msg.qos)
 
-function mqtt.encode(p)
-  if p.type == "CONNECT" then
-    local header = string.pack(">s2BBI2", "MQTT", 4, 0x02, p.keepalive or 60) -- level 4 = 3.1.1, clean session
-    return packet(CONNECT, 0, header .. string.pack(">s2", p.client_id))
-  elseif p.type == "SUBSCRIBE" then
-    return packet(SUBSCRIBE, 2, string.pack(">I2s2B", p.id, p.topic, p.qos or 0))
-  elseif p.type == "PUBLISH" then
-    local qos = p.qos or 0
-    local id = qos > 0 and string.pack(">I2", p.id) or ""
-    return packet(PUBLISH, qos << 1, string.pack(">s2", p.topic) .. id .. p.payload)
-  elseif p.type == "PUBACK" then
-    return packet(PUBACK, 0, string.pack(">I2", p.id))
-  elseif p.type == "DISCONNECT" then
-    return packet(DISCONNECT, 0, "")
-  end
-  error("cannot encode MQTT packet " .. tostring(p.type))
-end
-
-function mqtt.decode(bytes)
-  local first = bytes:byte(1)
-  local kind, flags = first >> 4, first & 0x0f
-  local length, multiplier, pos = 0, 1, 2
-  repeat
-    local byte = bytes:byte(pos)
-    length = length + (byte & 127) * multiplier
-    multiplier = multiplier * 128
-    pos = pos + 1
-  until byte < 128
-  assert(#bytes == pos - 1 + length, "one MQTT packet per WebSocket message expected")
-  local p = { type = names[kind] or kind }
-  if kind == CONNACK then
-    p.session_present, p.code = string.unpack("BB", bytes, pos)
-  elseif kind == SUBACK then
-    p.id, p.granted = string.unpack(">I2B", bytes, pos)
-  elseif kind == PUBACK then
-    p.id = string.unpack(">I2", bytes, pos)
-  elseif kind == PUBLISH then
-    p.qos = (flags >> 1) & 3
-    p.topic, pos = string.unpack(">s2", bytes, pos)
-    if p.qos > 0 then p.id, pos = string.unpack(">I2", bytes, pos) end
-    p.payload = bytes:sub(pos)
-  end
-  return p
-end
-
--- "mqtt" is the subprotocol MQTT over WebSocket requires; every send is binary.
-local c = mw.connect(url, { protocols = { "mqtt" }, kind = "binary", codec = mqtt })
-
-c:send({ type = "CONNECT", client_id = "moonwire-" .. math.random(1 << 30) }) -- queued until open
-local ack = assert(c:expect({ type = "CONNACK" }, 10))
-print("CONNACK", ack.code)
-
-c:send({ type = "SUBSCRIBE", id = 1, topic = topic, qos = 1 })
-print("SUBACK", assert(c:expect({ type = "SUBACK", id = 1 }, 10)).granted)
-
-c:send({ type = "PUBLISH", topic = topic, payload = "hello at QoS 0" })
-local m = assert(c:expect({ type = "PUBLISH", payload = "hello at QoS 0" }, 10))
-print("PUBLISH", m.topic, m.payload, "qos " .. m.qos)
-
--- QoS 1: the broker acknowledges ours, and delivers it back with an id of its
--- own that we acknowledge. Either may come first: expect finds each.
-c:send({ type = "PUBLISH", topic = topic, payload = "hello at QoS 1", qos = 1, id = 2 })
-print("PUBACK", assert(c:expect({ type = "PUBACK", id = 2 }, 10)).id)
-m = assert(c:expect({ type = "PUBLISH", payload = "hello at QoS 1" }, 10))
-print("PUBLISH", m.topic, m.payload, "qos " .. m.qos)
-c:send({ type = "PUBACK", id = m.id })
-
-c:send({ type = "DISCONNECT" })
-c:close()
+m:disconnect()

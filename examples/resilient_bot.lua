@@ -1,7 +1,10 @@
 -- resilient_bot.lua: a bot that survives its server going away. It logs in on
 -- every open, keeps a heartbeat, and sends a counter every 50 ms whether the
 -- connection is up or not: what it sends while down is queued and delivered,
--- in order, after the re-login. The example stops and restarts its own server.
+-- in order, after the re-login. The example stops and restarts its own server,
+-- which says goodbye with 1000 as servers do when they shut down for a restart:
+-- a close the bot did not ask for, so it comes back. A close code from
+-- `stop_codes` (or 1003, 1008) would end it for good.
 --   moonwire run examples/resilient_bot.lua
 local received, logins = {}, 0
 local url = "ws://127.0.0.1:0/"                      -- any free port the first time
@@ -17,7 +20,7 @@ end
 local server = start_server()
 local bot = mw.connect(url, {
   heartbeat = { interval = 0.5, timeout = 0.5 },
-  reconnect = { initial = 0.05, factor = 2, max = 0.5, attempts = math.huge },
+  reconnect = { initial = 0.05, factor = 2, max = 0.5, attempts = math.huge, stop_codes = { 4001 } },
 })
 bot:on_open(function(c, info)
   c:send("login")                                    -- goes before anything queued
@@ -34,6 +37,7 @@ local sender = mw.every(0.05, function()
 end)
 
 mw.after(0.5, function()
+  for _, peer in ipairs(server:peers()) do peer:close(1000, "restart") end
   server:close()                                     -- the server goes away...
   mw.after(0.4, function() server = start_server() end)   -- ...and comes back
 end)

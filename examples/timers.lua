@@ -1,9 +1,10 @@
 -- timers.lua: one-shot and repeating timers, and coroutines that sleep.
 -- The script ends by itself once the last timer is done.
 --   moonwire run examples/timers.lua
+local ticks = 0
 mw.every(0.1, function(timer)
-  local n = (tick_count or 0) + 1
-  tick_count = n
+  ticks = ticks + 1
+  local n = ticks
   print("tick " .. n)
   if n == 3 then timer:cancel() end   -- a repeating timer runs until cancelled
 end)
@@ -18,5 +19,5 @@ mw.spawn(function()
 end)
 
 do
-  local never <close> = mw.after(0.01, function() print("not printed") end)
+  local never <close> = mw.after(0.01, function() print("not printed") end) -- luacheck: no unused
 end                                   -- <close> cancels it when the block ends

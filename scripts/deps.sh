@@ -22,8 +22,12 @@ if [ "${1:-}" = "--test" ]; then
     command -v xmllint >/dev/null 2>&1 || need+=(libxml2-utils)
     # jq reads figures out of --summary-json files, as a CI script would.
     command -v jq >/dev/null 2>&1 || need+=(jq)
-    # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua.
+    # A real MQTT broker with a WebSocket listener, for examples/mqtt_ws.lua and moonwire.mqtt.
     [ -x /usr/sbin/mosquitto ] || need+=(mosquitto)
+    # A real STOMP broker (Web-STOMP and TCP plugins bundled), for moonwire.stomp's tests.
+    [ -x /usr/sbin/rabbitmq-server ] || need+=(rabbitmq-server)
+    # Its real clients, against moonwire's MQTT broker stub (scripts/protocols/mqtt.sh).
+    [ -x /usr/bin/mosquitto_sub ] || need+=(mosquitto-clients)
     # Real proxies for the proxy tests: tinyproxy (HTTP CONNECT), microsocks (SOCKS5).
     [ -x /usr/bin/tinyproxy ] || need+=(tinyproxy)
     [ -x /usr/bin/microsocks ] || need+=(microsocks)
@@ -32,6 +36,8 @@ if [ "${1:-}" = "--test" ]; then
     # Debian's busted: the reference runner `moonwire test` is compared with
     # (TestCommandTests, scripts/busted_compat.sh).
     command -v busted >/dev/null 2>&1 || need+=(lua-busted)
+    # luacheck 1.1: examples/ must lint clean with the std `moonwire init` writes.
+    command -v luacheck >/dev/null 2>&1 || need+=(lua-check)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -10,8 +10,17 @@ Tests/MoonwireCoreTests/Peers/setup_venv.sh >/dev/null
 swift build --build-tests
 bin="$(swift build --show-bin-path)/moonwire"
 
+echo "== docs show the example files as they are" >&2
+python3 scripts/check_doc_examples.py
+
 echo "== moonwire check examples/" >&2
 "$bin" check examples/*.lua
+
+echo "== luacheck examples/ (the .luacheckrc moonwire init writes)" >&2
+lint="$(mktemp -d)"
+"$bin" init "$lint" >/dev/null
+luacheck --no-color -q --config "$lint/.luacheckrc" examples/
+rm -rf "$lint"
 
 echo "== moonwire test examples/tests" >&2
 "$bin" test examples/tests
@@ -31,6 +40,14 @@ swift test --skip-build
 # The protocol modules against their real servers (scripts/protocols/*.sh).
 echo "== protocol modules against real servers" >&2
 MOONWIRE_BIN="$bin" scripts/protocol_tests.sh
+
+# A run spread over real engines: a one-node Slurm cluster, podman containers from the
+# project's image, `podman kube play` of the Kubernetes pod (scripts/cluster_tests.sh,
+# ~2 min; a part the machine refuses is skipped with the reason).
+if [ "${MOONWIRE_SKIP_CLUSTER:-}" != "1" ]; then
+    echo "== cluster engines (Slurm, podman, kube play)" >&2
+    MOONWIRE_BIN="$bin" scripts/cluster_tests.sh
+fi
 
 if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
     # Autobahn|Testsuite, CI set (groups 1-7 and 10, ~10 s once the suite is

@@ -94,6 +94,8 @@ struct mw_guard {
     pthread_cond_t wake;
     pthread_t watchdog;
     int watching, stop;
+    /* warn(): on after "@on" (lua -W); a message in pieces still going on. */
+    int warn_on, warn_continuing;
 };
 
 static char exit_sentinel;
@@ -595,6 +597,25 @@ void mw_push_constant(lua_State *L, int slot, const char *s, size_t len) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, g->constants[slot]);
 }
 
+/* Lua's warning function as the lua program has it: nothing until a "@on"
+ * control message (lua -W), then "Lua warning: " and the pieces of each
+ * message on stderr, a newline after the last piece. */
+static void warn_to_stderr(void *ud, const char *message, int tocont) {
+    mw_guard *g = ud;
+    if (!g->warn_continuing && !tocont && message[0] == '@') {
+        if (strcmp(message, "@on") == 0) g->warn_on = 1;
+        else if (strcmp(message, "@off") == 0) g->warn_on = 0;
+        return;
+    }
+    if (g->warn_on) {
+        if (!g->warn_continuing) fputs("Lua warning: ", stderr);
+        fputs(message, stderr);
+        if (!tocont) fputs("\n", stderr);
+        fflush(stderr);
+    }
+    g->warn_continuing = tocont;
+}
+
 lua_State *mw_newstate(void) {
     mw_guard *g = calloc(1, sizeof *g);
     if (g == NULL) return NULL;
@@ -614,6 +635,7 @@ lua_State *mw_newstate(void) {
     /* New threads copy the main thread's extra space. */
     *(mw_guard **)lua_getextraspace(L) = g;
     lua_atpanic(L, panic);
+    lua_setwarnf(L, warn_to_stderr, g);
     return L;
 }
 

@@ -7,6 +7,9 @@ enum BundledModules {
     static let sources: [String: [UInt8]] = [
         "moonwire.socketio": PackageResources.socketio_lua,
         "moonwire.graphql_ws": PackageResources.graphql_ws_lua,
+        "moonwire.mqtt": PackageResources.mqtt_lua,
+        "moonwire.ocpp": PackageResources.ocpp_lua,
+        "moonwire.stomp": PackageResources.stomp_lua,
     ]
 
     /// The chunk name errors and tracebacks show: "@moonwire/NAME.lua", which the prelude's

@@ -12,7 +12,7 @@ import CLuaShim
 /// table's array part is the list, `true` is `"true"`.
 public struct BustedConfig: Sendable {
     /// The options `moonwire test` takes from the file.
-    public static let keys = ["ROOT", "pattern", "lpath", "cpath", "helper", "tags", "exclude-tags", "output"]
+    public static let keys = ["ROOT", "pattern", "lpath", "cpath", "helper", "tags", "exclude-tags", "output", "verbose"]
 
     public var values: [String: [String]] = [:]
 

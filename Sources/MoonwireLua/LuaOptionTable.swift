@@ -91,6 +91,24 @@ struct LuaOptionTable {
         }
     }
 
+    /// A sequence of integers; a single integer counts as a list of one.
+    mutating func integers(_ key: String) throws(LuaArgumentError) -> [Int]? {
+        switch raw(key) {
+        case .nil: return nil
+        case .integer(let i): return [Int(i)]
+        case .table(let t):
+            var out: [Int] = []
+            for i in 1...max(t.count, 1) {
+                guard let v = t[.integer(Int64(i))] else { break }
+                guard case .integer(let n) = v else { throw error(key, "list of integers expected, item \(i) is a \(v.typeName)") }
+                out.append(Int(n))
+            }
+            guard out.count == t.count else { throw error(key, "list of integers expected (a sequence, no other keys)") }
+            return out
+        case let other: throw error(key, "list of integers expected, got \(other.typeName)")
+        }
+    }
+
     /// A table of string keys to string values (headers), sorted by key for a stable order.
     mutating func stringMap(_ key: String) throws(LuaArgumentError) -> [(String, String)]? {
         switch raw(key) {

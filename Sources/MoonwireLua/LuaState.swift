@@ -16,8 +16,14 @@ public final class LuaVM {
     /// flags may be set from any thread.
     public let guardState: OpaquePointer
 
-    public init() {
+    /// `ignoringEnvironment`: package.path and package.cpath are Lua's defaults,
+    /// whatever LUA_PATH and LUA_CPATH say (`lua -E`).
+    public init(ignoringEnvironment: Bool = false) {
         guard let L = mw_newstate() else { fatalError("moonwire: cannot create a Lua state (out of memory)") }
+        if ignoringEnvironment {
+            lua_pushboolean(L, 1)
+            lua_setfield(L, mw_registryindex(), "LUA_NOENV")
+        }
         luaL_openlibs(L)
         mw_track_coroutines(L)
         state = LuaState(L)

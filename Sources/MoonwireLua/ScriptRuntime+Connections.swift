@@ -281,7 +281,9 @@ extension ScriptRuntime {
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
         if let code = shutdownCode, connections.isEmpty { finish(code) }
-        if finished { connectionsEnded() } else if !isAlive { finish(shutdownCode ?? 0) }
+        // Inside a call into Lua (a TCP c:close() ends its connection before it returns),
+        // the script may still start a timer: the call's end decides (callIntoLua).
+        if finished { connectionsEnded() } else if !isAlive && callDepth == 0 { finish(shutdownCode ?? 0) }
     }
 }
 
@@ -335,8 +337,17 @@ struct ConnectOptions {
             tcp.proxy = proxy
         }
         if let framing = try LuaFraming.parse(&t, custom: custom) {
-            guard isTCP else { throw t.error("framing", "framing is for tcp:// and tls:// connections") }
-            tcp.framing = framing
+            if isTCP {
+                tcp.framing = framing
+            } else {
+                // The messages' bytes as one stream: several packets in one WebSocket message,
+                // one packet across several (MQTT over WebSocket). What is sent stays one
+                // message each, as with a framing function on TCP.
+                guard case .custom = framing else {
+                    throw t.error("framing", "on ws:// and wss:// connections framing is a function fn(buffer) -> message, consumed (line, raw and the tables are for tcp:// and tls://)")
+                }
+                configuration.messageFraming = framing
+            }
         }
         if isTCP, let n = maxMessage, case .line = tcp.framing { tcp.framing = .line(max: n) }
         configuration.socket = socket
@@ -479,6 +490,12 @@ struct ConnectOptions {
             }
         }
         if let b = try r.boolean("on_normal_close") { policy.onNormalClose = b }
+        if let codes = try r.integers("stop_codes") {
+            for code in codes where !(1000...4999).contains(code) {
+                throw r.error("stop_codes", "close codes are 1000 to 4999, got \(code)")
+            }
+            policy.stopCodes = Set(codes.map { UInt16($0) })
+        }
         if let b = try r.boolean("retry_http") { policy.retryHTTP = b }
         try r.finish()
         return (policy, ())

@@ -14,6 +14,16 @@ extension ScriptRuntime {
             args.lua.push(rt.clock.seconds)
             return 1
         },
+        // The load models' schedule: when it begins (`--start-at`), and that it did.
+        LuaFunction("load_start") { rt, args in
+            args.lua.push(rt.metrics.loadStart(clock: rt.clock, logger: rt.options.logger))
+            return 1
+        },
+        // (offset): the first start, `offset` seconds into its schedule.
+        LuaFunction("load_began") { rt, args in
+            rt.metrics.loadBegan(offset: try args.number(1))
+            return 0
+        },
         LuaFunction("virtual_time") { rt, args in
             args.lua.push(rt.clock.isVirtual)
             return 1
@@ -23,8 +33,10 @@ extension ScriptRuntime {
         LuaFunction("exit") { rt, args in try rt.exit(args) },
         LuaFunction("limits") { rt, args in try rt.setLimits(args) },
         LuaFunction("log") { rt, args in try rt.log(args) },
-        LuaFunction("write_line", shownAs: "print") { _, args in
-            try args.withBytes(1) { ScriptRuntime.writeLineToStdout($0) }
+        LuaFunction("write_line", shownAs: "print") { rt, args in
+            try args.withBytes(1) { line in
+                if let writeLine = rt.options.writeLine { writeLine(line) } else { ScriptRuntime.writeLineToStdout(line) }
+            }
             return 0
         },
         // The prelude's auto_reply rules with a function: answers a connection's or a

@@ -6,8 +6,9 @@ import CLuaShim
 /// counting and the checks are C (the guard in CLuaShim.c); this side sets
 /// the limits and puts the guard's findings into words.
 extension ScriptRuntime {
-    /// The limits in force: the command line's, else the script's `mw.limits`, else the defaults.
-    var limits: ScriptLimits { options.limits.over(scriptLimits).resolved(workers: options.workers) }
+    /// The limits in force: the command line's, else the script's `mw.limits`, else the
+    /// command's defaults, else the usual ones.
+    var limits: ScriptLimits { options.limits.over(scriptLimits).over(options.defaultLimits).resolved(workers: options.workers) }
 
     func installGuard() {
         mw_guard_on_slow(vm.guardState, reportSlowCallback, context)

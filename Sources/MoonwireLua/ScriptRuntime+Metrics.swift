@@ -1,7 +1,12 @@
 import CLua
 import CLuaShim
+import Logging
 import MoonwireCore
 import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The metrics of one script run: the registry (one per runtime, touched only
 /// on its loop), the built-in metrics and the thresholds the script declared.
@@ -12,7 +17,13 @@ import NIOCore
 /// connect and recover times as they happen.
 public final class RunMetrics {
     public let registry: MetricsRegistry
-    let started = NIODeadline.now()
+    /// Where the run's duration counts from: its start, or a later `--start-at`.
+    private(set) var started = NIODeadline.now()
+    /// The `--start-at` instant on this process's monotonic clock, if any.
+    private(set) var startAt: NIODeadline?
+    /// When the schedule of `mw.rate` or `mw.vus` actually began, wall clock (seconds since
+    /// 1970): its first start's time less that start's place in the schedule.
+    private(set) var loadStarted: Double?
     public internal(set) var thresholds: [Threshold] = []
     public var shard: Shard?
 
@@ -166,14 +177,53 @@ public final class RunMetrics {
 
     static func seconds(_ t: TimeAmount) -> Double { Double(t.nanoseconds) / 1e9 }
 
-    var elapsed: Double { Self.seconds(.now() - started) }
+    var elapsed: Double { Swift.max(0, Self.seconds(.now() - started)) }
+
+    /// `--start-at` (seconds since 1970): the instant on the monotonic clock, read
+    /// against the wall clock once; the duration counts from it when it is ahead.
+    func startRun(at wallClock: Double) {
+        let ahead = wallClock - Self.wallClock()
+        let deadline = NIODeadline.now() + .nanoseconds(Int64((ahead * 1e9).rounded()))
+        startAt = deadline
+        if deadline > started { started = deadline }
+    }
+
+    /// When a load model (`mw.rate`, `mw.vus`) begins, on the script's clock
+    /// (`mw.now`): now, or the `--start-at` instant while it is ahead. Once past, a
+    /// warning says by how much, once.
+    func loadStart(clock: RuntimeClock, logger: Logger) -> Double {
+        let now = clock.seconds
+        guard let startAt, !clock.isVirtual else { return now }
+        let target = Double(startAt.uptimeNanoseconds) / 1e9
+        if target >= now { return target }
+        if !warnedLate {
+            warnedLate = true
+            logger.warning("--start-at was \(String(format: "%.3f", now - target)) s past when the load began: it starts now, later than the other shards; give a later --start-at")
+        }
+        return now
+    }
+
+    private var warnedLate = false
+
+    /// The first start of the load, `offset` seconds into its schedule: once.
+    func loadBegan(offset: Double) {
+        if loadStarted == nil { loadStarted = Self.wallClock() - offset }
+    }
+
+    static func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
 }
 
 extension ScriptRuntime {
     /// Everything recorded so far. On the loop.
     public func metricsSnapshot() -> MetricsSnapshot {
         metrics.refresh(live: Array(connections.values))
-        return metrics.registry.snapshot(duration: metrics.elapsed, shard: metrics.shard)
+        var snapshot = metrics.registry.snapshot(duration: metrics.elapsed, shard: metrics.shard)
+        if let at = metrics.loadStarted { snapshot.starts = [.init(shard: metrics.shard, at: at)] }
+        return snapshot
     }
 
     static let metricsFunctions = LuaFunctions<ScriptRuntime>.functions(of: "mw", [

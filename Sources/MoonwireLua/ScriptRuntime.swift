@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import CMoonJSON
+import Foundation
 import Logging
 import MoonwireCore
 import NIOCore
@@ -36,13 +37,27 @@ public final class ScriptRuntime: @unchecked Sendable {
         public var limits: ScriptLimits
         /// Timers, sleeps, heartbeats, backoff and timeouts on a virtual clock (`--virtual-time`).
         public var virtualTime = false
+        /// What the limits are where neither the command line nor the script chose
+        /// (`moonwire lua`: no callback limits, as in `lua`); then the usual defaults.
+        public var defaultLimits = ScriptLimits()
+        /// `lua -E`: package.path and package.cpath ignore LUA_PATH and LUA_CPATH.
+        public var ignoreEnvironment = false
+        /// Where `print` writes its lines (without the newline); nil: stdout.
+        public var writeLine: ((UnsafeRawBufferPointer) -> Void)?
+        /// Put before `package.path` and `package.cpath` when the state is made: the
+        /// script's folder and `run --lua-path` (see ``ModuleSearchPath``).
+        public var searchPath = ModuleSearchPath()
+        /// `run --start-at`: when `mw.rate` and `mw.vus` begin, wall clock (seconds since
+        /// 1970); the run's duration counts from there. Real clock only.
+        public var startAt: Double?
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
             worker: Int = 1, workers: Int = 1, recorder: SessionRecorder? = nil, limits: ScriptLimits = .init(),
-            virtualTime: Bool = false
+            virtualTime: Bool = false, searchPath: ModuleSearchPath = ModuleSearchPath()
         ) {
             self.virtualTime = virtualTime
+            self.searchPath = searchPath
             self.limits = limits
             self.recorder = recorder
             self.keepGoing = keepGoing
@@ -71,6 +86,17 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     public static let version = "0.1.0"
+
+    /// `arg[-1]` of every script, as `lua` gives its own path there: a shell command
+    /// that runs Lua with `mw` loaded (`moonwire lua`), so that a script or spec can
+    /// start another interpreter with `io.popen(arg[-1] .. " -e ...")`. The path is
+    /// this executable's own, quoted for the shell when it needs to be.
+    public static let interpreter: String = {
+        let path = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let plain = path.allSatisfy { $0.isLetter || $0.isNumber || "/._-+,:@%".contains($0) }
+        let quoted = plain ? path : "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return quoted + " lua"
+    }()
 
     public let eventLoop: EventLoop
     public let options: Options
@@ -120,13 +146,16 @@ public final class ScriptRuntime: @unchecked Sendable {
     public init(eventLoop: EventLoop, options: Options) {
         self.eventLoop = eventLoop
         self.options = options
-        self.vm = LuaVM()
+        self.vm = LuaVM(ignoringEnvironment: options.ignoreEnvironment)
         self.clock = RuntimeClock(eventLoop: eventLoop)
         if options.virtualTime { clock.makeVirtual() }
         self.timers = TimerScheduler(eventLoop: eventLoop, clock: clock)
         self.completionPromise = eventLoop.makePromise()
         self.sendBudget = SendBudgetPool(budget: 0, eventLoop: eventLoop)
         metrics.shard = options.shard
+        if let startAt = options.startAt, !options.virtualTime {
+            metrics.startRun(at: startAt)
+        }
         sendBudget.onFirstReached = { [weak self] in self?.warnSendBudgetReached() }
         installGuard()
         installModule()
@@ -259,7 +288,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     }
 
     /// Calls into Lua in progress (a Swift function that Lua called may call in again).
-    private var callDepth = 0
+    private(set) var callDepth = 0
 
     /// What the script chose with `mw.limits` (the command line's choices win).
     var scriptLimits = ScriptLimits()
@@ -388,6 +417,12 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
         lua.setField("version", table: -2)
+        lua.push(Self.interpreter)
+        lua.setField("interpreter", table: -2)
+        lua.push(options.searchPath.path)
+        lua.setField("lua_path", table: -2)
+        lua.push(options.searchPath.cpath)
+        lua.setField("lua_cpath", table: -2)
         lua.push(options.worker)
         lua.setField("worker", table: -2)
         lua.push(options.workers)

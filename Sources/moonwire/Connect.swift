@@ -38,6 +38,9 @@ struct Connect: ParsableCommand {
     @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
     var heartbeat: Double = 0
 
+    @Option(help: ArgumentHelp("Answer the peer's own pings: a message that is exactly MATCH gets REPLY, unseen (repeatable; Socket.IO: 2=3).", valueName: "match=reply"))
+    var autoReply: [String] = []
+
     @Flag(help: "Reconnect with backoff when it is lost.")
     var reconnect = false
 
@@ -81,6 +84,14 @@ struct Connect: ParsableCommand {
         configuration.queueLimit = ConnectSession.queueLimit
         configuration.reconnect = reconnect ? ReconnectPolicy() : nil
         configuration.heartbeat = nil
+        if !autoReply.isEmpty {
+            configuration.autoReply = AutoReply(try autoReply.map { rule in
+                guard let equals = rule.firstIndex(of: "="), equals != rule.startIndex else {
+                    throw ValidationError("--auto-reply '\(rule)' has no MATCH=REPLY; write it as --auto-reply '2=3'")
+                }
+                return AutoReply.Rule(match: Array(rule[..<equals].utf8), reply: Array(rule[rule.index(after: equals)...].utf8))
+            })
+        }
         if heartbeat > 0 {
             configuration.heartbeat = .init(interval: .nanoseconds(Int64(heartbeat * 1e9)))
         }

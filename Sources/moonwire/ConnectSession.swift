@@ -34,6 +34,9 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     private var interrupted: Int32?
     private var lastInbound = NIODeadline.now()
     private var pings: [String: NIODeadline] = [:]
+    /// What may have been the peer's own ping: its last message, if short and not
+    /// answered since (nothing sent after it).
+    private var probe = UnansweredProbe()
     /// Input before the first open: commands such as /close make sense only once it is open.
     private var held: [String] = []
     private let started = NIODeadline.now()
@@ -153,6 +156,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
     private func send(_ bytes: [UInt8], binary: Bool) {
         switch connection.send(ByteBuffer(bytes: bytes), kind: binary ? .binary : .text) {
         case .sent, .queued:
+            probe.weSent()
             printer.message(bytes, binary: binary, direction: .outgoing)
         case .queueFull:
             let s = connection.stats
@@ -247,6 +251,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         lastInbound = .now()
+        probe.received(message, kind: kind, at: lastInbound)
         printer.message(Array(message.readableBytesView), binary: kind == .binary, direction: .incoming)
     }
 
@@ -281,10 +286,57 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
                 fields: [("code", "\(report.code)"), ("reason", LogLine.jsonString(report.reason))]
             )
         }
+        if report.by == .peer, let hint = probe.hint(closedAt: .now()) {
+            printer.event("note", hint, isError: true)
+        }
+        probe = UnansweredProbe()
         guard !report.willReconnect else { return }
         if let interrupted { return finish(interrupted) }
         guard everOpened else { return finish(1) }
         let normal = report.code == CloseCode.normal || report.code == CloseCode.goingAway
         finish(normal || (userClosed && report.by == .local && report.clean) ? 0 : 1)
+    }
+}
+
+/// A peer that closes soon after a short message we never answered has most likely
+/// given up on its own application-level ping (Socket.IO's `2`, graphql-ws's
+/// `{"type":"ping"}`): `connect` says so and shows the `--auto-reply` that answers it.
+struct UnansweredProbe {
+    /// Probes whose answer everybody knows.
+    static let known: [String: String] = [
+        "2": "3", "ping": "pong", "PING": "PONG", #"{"type":"ping"}"#: #"{"type":"pong"}"#,
+    ]
+    /// Longer messages are data, not pings.
+    static let longest = 32
+
+    private var last: String?
+    private var at = NIODeadline.now()
+    private var repeats = 0
+
+    mutating func received(_ message: ByteBuffer, kind: MessageKind, at now: NIODeadline) {
+        guard kind == .text, message.readableBytes <= Self.longest else {
+            last = nil
+            return
+        }
+        let text = String(decoding: message.readableBytesView, as: UTF8.self)
+        repeats = text == last ? repeats + 1 : 1
+        last = text
+        at = now
+    }
+
+    mutating func weSent() {
+        last = nil
+    }
+
+    /// What to tell the user when the peer closed at `now`, or nil when the last thing
+    /// heard does not look like a ping left unanswered.
+    func hint(closedAt now: NIODeadline) -> String? {
+        guard let last, Self.known[last] != nil || repeats >= 2 else { return nil }
+        let seconds = Double((now - at).nanoseconds) / 1e9
+        let reply = Self.known[last] ?? "REPLY"
+        return String(
+            format: "the peer closed %.1f s after its last message %@, which was not answered: if that is its ping, answer it with --auto-reply '%@=%@'",
+            seconds, last.debugDescription, last, reply
+        )
     }
 }

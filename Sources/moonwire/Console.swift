@@ -15,6 +15,10 @@ import Glibc
 /// what was typed so far, so messages arriving while the user types never tear the line.
 /// Otherwise stdin is read line by line and output is written as it comes.
 ///
+/// In `.asking` mode (`moonwire lua`) a line is read only when asked for with `ask`,
+/// with the prompt given there, and what was typed stays on the screen, as in an
+/// interpreter; without a terminal the prompt is written to stdout, as `lua` does.
+///
 /// ```swift
 /// let console = Console(interactive: true, prompt: "> ", colors: true)
 /// console.start(on: loop, onLine: { line in handle(line) }, onEnd: { inputEnded() })
@@ -24,10 +28,19 @@ import Glibc
 final class Console: @unchecked Sendable {
     enum Stream { case out, err }
 
+    /// `.session`: a line editor always waiting for input, entered lines taken off the
+    /// screen (connect, listen). `.asking`: one line per `ask`, left on the screen.
+    enum Mode { case session, asking }
+
     /// True when the line editor runs.
     let interactive: Bool
-    private let prompt: String
-    private let promptWidth: Int
+    private let mode: Mode
+    private let colors: Bool
+    private var prompt: String
+    private var promptWidth: Int
+    /// Set by `ask`, taken by the editor's thread (or the pipe reader).
+    private var asked: String?
+    private let askedForLine = DispatchSemaphore(value: 0)
     /// Guards `pending` and `stopping`; writers wait on it while `pending` is full.
     private let lock = NSCondition()
     private var pending: [(Stream, [UInt8])] = []
@@ -52,17 +65,38 @@ final class Console: @unchecked Sendable {
     static var isTerminal: Bool { isatty(0) == 1 && isatty(1) == 1 }
 
     /// `prompt` is shown at a terminal; with `colors` it is drawn bold.
-    init(interactive: Bool, prompt: String, colors: Bool) {
+    init(interactive: Bool, prompt: String, colors: Bool, mode: Mode = .session) {
         self.interactive = interactive
+        self.mode = mode
+        self.colors = colors
         self.promptWidth = prompt.count
-        // libedit takes \u{1} ... \u{1} around bytes that take no room on the screen.
-        self.prompt = colors ? "\u{1}\u{1b}[1m\u{1}\(prompt)\u{1}\u{1b}[0m\u{1}" : prompt
+        self.prompt = Self.drawn(prompt, colors: colors)
         if interactive {
             var fds: [Int32] = [0, 0]
             pipe(&fds)
             (wakeRead, wakeWrite) = (fds[0], fds[1])
             _ = fcntl(wakeRead, F_SETFL, fcntl(wakeRead, F_GETFL) | O_NONBLOCK)
         }
+    }
+
+    /// libedit takes \u{1} ... \u{1} around bytes that take no room on the screen.
+    private static func drawn(_ prompt: String, colors: Bool) -> String {
+        colors ? "\u{1}\u{1b}[1m\u{1}\(prompt)\u{1}\u{1b}[0m\u{1}" : prompt
+    }
+
+    /// `.asking` mode: shows `prompt` and reads one line (handed to `onLine`, or the end
+    /// of input to `onEnd`). From any thread.
+    func ask(_ prompt: String) {
+        guard interactive else {
+            write(Array(prompt.utf8))
+            askedForLine.signal()
+            return
+        }
+        let first = lock.withLock {
+            asked = prompt
+            return pending.isEmpty
+        }
+        if first { wake() }
     }
 
     /// Lines read but not yet handled: the reader waits beyond this, so a fast pipe
@@ -98,8 +132,13 @@ final class Console: @unchecked Sendable {
             Console.active = self
             Thread.detachNewThread { self.editLoop() }
         } else {
-            Thread.detachNewThread {
-                while let line = readLine(strippingNewline: true) { onLine(line) }
+            let asking = mode == .asking
+            Thread.detachNewThread { [askedForLine] in
+                while true {
+                    if asking { askedForLine.wait() }
+                    guard let line = readLine(strippingNewline: true) else { break }
+                    onLine(line)
+                }
                 onEnd()
             }
         }
@@ -155,10 +194,12 @@ final class Console: @unchecked Sendable {
         rl_initialize()
         using_history()
         stifle_history(Console.historyLimit)
-        let history = Console.historyFile
+        let history = historyFile
         if let history { read_history(history) }
-        rl_callback_handler_install(prompt, Console.lineHandler)
-        editing = true
+        if mode == .session {
+            rl_callback_handler_install(prompt, Console.lineHandler)
+            editing = true
+        }
         var fds = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
         while true {
             fds[0].fd = editing ? 0 : -1
@@ -171,15 +212,23 @@ final class Console: @unchecked Sendable {
                 rl_callback_read_char()
                 takeEnteredLines()
             }
-            let (lines, stop) = lock.withLock { () -> ([(Stream, [UInt8])], Bool) in
+            let (lines, stop, ask) = lock.withLock { () -> ([(Stream, [UInt8])], Bool, String?) in
                 defer {
                     pending.removeAll()
+                    asked = nil
                     lock.broadcast()
                 }
-                return (pending, stopping)
+                return (pending, stopping, asked)
             }
             flush(lines)
             if stop { break }
+            if let ask {
+                fflush(stdout)
+                promptWidth = ask.count
+                prompt = Self.drawn(ask, colors: colors)
+                rl_callback_handler_install(prompt, Console.lineHandler)
+                editing = true
+            }
         }
         if editing {
             // The prompt and a half-typed line go: the session is over.
@@ -205,6 +254,13 @@ final class Console: @unchecked Sendable {
                 return
             }
             if !line.isEmpty { add_history(line) }
+            if mode == .asking {
+                // As in an interpreter the line stays; the next prompt comes with the next ask.
+                rl_callback_handler_remove()
+                editing = false
+                onLine(line)
+                continue
+            }
             let rows = (promptWidth + line.count) / Console.columns + 1
             Console.writeAll(1, Array("\r\u{1b}[K\u{1b}[\(rows)A\r\u{1b}[J".utf8))
             // libedit keeps the entered line in its buffer until the next key: a fresh
@@ -234,11 +290,12 @@ final class Console: @unchecked Sendable {
         return Int(size.ws_col)
     }
 
-    /// `$MOONWIRE_HISTORY`, else `~/.moonwire_history`; none when HOME is unset.
-    private static var historyFile: String? {
+    /// `$MOONWIRE_HISTORY`, else `~/.moonwire_history` (`~/.moonwire_lua_history` for
+    /// `moonwire lua`); none when HOME is unset.
+    private var historyFile: String? {
         let env = ProcessInfo.processInfo.environment
         if let path = env["MOONWIRE_HISTORY"] { return path.isEmpty ? nil : path }
-        return env["HOME"].map { $0 + "/.moonwire_history" }
+        return env["HOME"].map { $0 + (mode == .asking ? "/.moonwire_lua_history" : "/.moonwire_history") }
     }
 
     static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {

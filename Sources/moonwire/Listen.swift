@@ -107,7 +107,7 @@ struct Listen: ParsableCommand {
                 eventLoop: loop,
                 options: .init(
                     keepGoing: false, logger: global.makeLogger(), reportError: { [global] in global.reportError($0) }, worker: 1, workers: 1,
-                    limits: try limits.limits()
+                    limits: try limits.limits(), searchPath: ModuleSearchPath(script: script)
                 )
             )
             scripted = .init(serve: { runtime.serve($0, observer: $1, script: script) }, stop: { runtime.stop(exitCode: $0) })

@@ -41,6 +41,8 @@ final class LiveMetrics: @unchecked Sendable {
         return EventLoopFuture.whenAllSucceed(futures, on: runtimes[0].eventLoop).map { parts in
             guard parts.count > 1, var merged = try? MetricsSnapshot.merge(parts) else { return parts[0] }
             merged.shards = parts[0].shards
+            // One process, one start: its earliest worker's.
+            merged.starts = parts.flatMap { $0.starts ?? [] }.min { $0.at < $1.at }.map { [$0] }
             return merged
         }
     }

@@ -14,14 +14,17 @@ struct MetricsOptions: ParsableArguments {
     @Flag(help: "At the end, print a table of every metric: count, rate, min, p50, p90, p99, p99.9, max.")
     var summary = false
 
-    @Option(name: .customLong("summary-json"), help: ArgumentHelp("At the end, write the metrics with their encoded histograms to FILE (for 'moonwire metrics merge').", valueName: "FILE"))
+    @Option(name: .customLong("summary-json"), help: ArgumentHelp("At the end, write the metrics with their encoded histograms to FILE (for 'moonwire metrics merge'); to a directory, as shard-I-of-N.json (summary.json unsplit).", valueName: "FILE"))
     var summaryJSON: String?
 
     @Option(name: .customLong("threshold"), help: ArgumentHelp("A condition checked at the end, such as 'request_latency:p99 < 0.05'; exit 99 when one fails. Repeatable.", valueName: "EXPR"))
     var thresholdExpressions: [String] = []
 
-    @Option(help: ArgumentHelp("Run shard I of N (1 <= I <= N): this process's part of mw.rate and mw.vus. Default: $MW_SHARD, or $JOB_COMPLETION_INDEX + 1 of $MW_SHARDS.", valueName: "I/N"))
+    @Option(help: ArgumentHelp("Run shard I of N (1 <= I <= N): this process's part of mw.rate and mw.vus. Default: $MW_SHARD, or the engine's: Kubernetes' $JOB_COMPLETION_INDEX + 1 of $MW_SHARDS, Slurm's array task or srun task.", valueName: "I/N"))
     var shard: String?
+
+    @Option(name: .customLong("start-at"), help: ArgumentHelp("Begin mw.rate and mw.vus at TIME, wall clock, so that shards started apart load together: RFC 3339 (2026-11-26T22:00:00Z), epoch seconds (date +%s) or +5s. The duration counts from it. Default: $MW_START_AT.", valueName: "TIME"))
+    var startAt: String?
 
     @Option(name: .customLong("metrics-jsonl"), help: ArgumentHelp("Append a snapshot of the metrics to FILE every second, one JSON object a line.", valueName: "FILE"))
     var metricsJSONL: String?
@@ -58,31 +61,28 @@ struct MetricsOptions: ParsableArguments {
 
     func validate() throws {
         try Self.checkThresholds(thresholdExpressions)
-        _ = try resolvedShard()
         if let port = metricsPort, !(0...65535).contains(port) {
             throw ValidationError("--metrics-port must be 0 to 65535")
         }
     }
 
-    /// --shard, else MW_SHARD, else Kubernetes' JOB_COMPLETION_INDEX (from 0) with MW_SHARDS.
+    /// --shard, else the engine's variables (Shard.resolve, docs/scaling.md).
     func resolvedShard(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Shard? {
-        if let text = shard ?? environment["MW_SHARD"] {
-            let from = shard != nil ? "--shard" : "MW_SHARD"
-            guard let parsed = Shard.parse(text) else {
-                throw ValidationError("\(from) '\(text)' is not a shard: write I/N with 1 <= I <= N, such as 2/4")
-            }
-            return parsed
+        do {
+            return try Shard.resolve(option: shard, environment: environment)
+        } catch {
+            throw ValidationError(error.description)
         }
-        if let index = environment["JOB_COMPLETION_INDEX"] {
-            guard let count = environment["MW_SHARDS"] else {
-                throw ValidationError("JOB_COMPLETION_INDEX is set but MW_SHARDS is not: set MW_SHARDS to the Job's completions")
-            }
-            guard let i = Int(index), let n = Int(count), n >= 1, (0..<n).contains(i) else {
-                throw ValidationError("JOB_COMPLETION_INDEX '\(index)' with MW_SHARDS '\(count)' is not a shard: the index counts from 0 to MW_SHARDS - 1")
-            }
-            return Shard(index: i + 1, count: n)
+    }
+
+    /// --start-at, else MW_START_AT: seconds since 1970.
+    func resolvedStartAt(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Double? {
+        guard let text = startAt ?? environment["MW_START_AT"] else { return nil }
+        do {
+            return try StartAt.parse(text, now: Date().timeIntervalSince1970)
+        } catch {
+            throw ValidationError("\(startAt != nil ? "--start-at" : "MW_START_AT"): \(error.description)")
         }
-        return nil
     }
 
     /// The status line: on a terminal, in a measured run (one asking for a
@@ -96,9 +96,14 @@ struct MetricsOptions: ParsableArguments {
 
     /// The summary, thresholds and file at the end; returns the exit code:
     /// the script's when it failed, else 2 for a threshold on a metric the run
-    /// never had, else 99 when a threshold failed, else 0.
-    func finish(_ snapshot: MetricsSnapshot, scriptThresholds: [Threshold], scriptCode: Int32, reportError: (String) -> Void) -> Int32 {
-        if let path = summaryJSON {
+    /// never had, else 99 when a threshold failed, else 0. A shard (`deferred`)
+    /// checks none: its file keeps them, and `metrics merge` checks them on the whole.
+    func finish(_ snapshot: MetricsSnapshot, scriptThresholds: [Threshold], scriptCode: Int32, deferred: Bool = false, reportError: (String) -> Void) -> Int32 {
+        let all = Threshold.unique(thresholds + scriptThresholds)
+        var snapshot = snapshot
+        snapshot.thresholds = all.isEmpty ? nil : all.map(\.expression)
+        if let given = summaryJSON {
+            let path = Self.summaryFile(given, shard: snapshot.shards.first)
             if !FileManager.default.createFile(atPath: path, contents: snapshot.encoded()) {
                 reportError("--summary-json: cannot write '\(path)'")
                 return scriptCode != 0 ? scriptCode : 1
@@ -106,7 +111,14 @@ struct MetricsOptions: ParsableArguments {
         }
         var out = ""
         if summary { out += snapshot.table() }
-        let all = thresholds + scriptThresholds
+        if deferred {
+            if !all.isEmpty { out += "thresholds: \(all.count), checked on the whole run by moonwire metrics merge\n" }
+            if !out.isEmpty {
+                fputs(out, stdout)
+                fflush(stdout)
+            }
+            return scriptCode
+        }
         let (lines, passed, unknown) = Threshold.report(all, against: snapshot)
         if !all.isEmpty { out += "thresholds:\n" + lines.map { "  " + $0 + "\n" }.joined() }
         if !out.isEmpty {
@@ -120,6 +132,17 @@ struct MetricsOptions: ParsableArguments {
         if scriptCode != 0 { return scriptCode }
         if !unknown.isEmpty { return 2 }
         return passed ? 0 : 99
+    }
+
+    /// --summary-json's file: the path given, or, for a directory (one that exists,
+    /// or a path ending in /, made then), the shard's file in it
+    /// (`shard-I-of-N.json`, `summary.json` for a run not split).
+    static func summaryFile(_ given: String, shard: Shard?) -> String {
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: given, isDirectory: &isDirectory)
+        guard given.hasSuffix("/") || (exists && isDirectory.boolValue) else { return given }
+        try? FileManager.default.createDirectory(atPath: given, withIntermediateDirectories: true)
+        return (given.hasSuffix("/") ? given : given + "/") + MetricsSnapshot.fileName(shard: shard)
     }
 
     /// --report: the page from the run's JSON-lines file and its final

@@ -14,7 +14,8 @@ struct Moonwire: ParsableCommand {
         commandName: "moonwire",
         abstract: "Run Lua 5.4 scripts over long-lived WebSocket and TCP connections.",
         version: ScriptRuntime.version,
-        subcommands: [Run.self, Test.self, Connect.self, Listen.self, Replay.self, Metrics.self, Report.self, Check.self]
+
+        subcommands: [Run.self, Test.self, Connect.self, Listen.self, Replay.self, Metrics.self, Report.self, Check.self, LuaCommand.self, Init.self, Defs.self]
     )
 
     /// Parses and runs; usage errors print one line naming the problem and the fix,

@@ -43,6 +43,12 @@ struct Run: ParsableCommand {
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
     var workers = 1
 
+    @Option(name: [.customShort("m"), .customLong("lua-path")], help: ArgumentHelp("Lua module paths searched first, before the script's own folder and package.path (';'-separated templates such as 'lib/?.lua', like busted's --lpath; not -l, which is lua's 'require a library').", valueName: "templates"))
+    var luaPath = ""
+
+    @Option(name: .customLong("lua-cpath"), help: ArgumentHelp("C module paths searched first, before the script's own folder and package.cpath (';'-separated templates such as 'lib/?.so').", valueName: "templates"))
+    var luaCPath = ""
+
     @OptionGroup var recording: RecordOptions
 
     @OptionGroup(title: "Limits") var limits: LimitOptions
@@ -57,28 +63,36 @@ struct Run: ParsableCommand {
         guard (1...Self.maxWorkers).contains(workers) else {
             throw ValidationError("--workers must be 1 to \(Self.maxWorkers); give the number of copies to run, such as the number of cores")
         }
+        // The shard and the start, from the options or the engine's variables (not in
+        // MetricsOptions.validate: `metrics merge` parses those options too, wherever it runs).
+        _ = try measured.resolvedShard()
+        if try measured.resolvedStartAt() != nil, virtualTime {
+            throw ValidationError("--start-at is a wall-clock instant: it cannot go with --virtual-time")
+        }
     }
 
     func run() throws {
         try ScriptFile.checkReadable(script)
         let recorder = try recording.makeRecorder()
         let shard = try measured.resolvedShard()
+        let startAt = try measured.resolvedStartAt()
         let chosenLimits = try limits.limits()
         let group = virtualTime
             ? MultiThreadedEventLoopGroup(numberOfThreads: workers, metricsDelegate: LoopTicks())
             : MultiThreadedEventLoopGroup(numberOfThreads: workers)
+        let searchPath = ModuleSearchPath(script: script, luaPath: luaPath, luaCPath: luaCPath)
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
             // One worker is the plain case: its lines look as they always did.
             let named = workers > 1 ? worker : nil
-            let runtime = ScriptRuntime(
-                eventLoop: loop,
-                options: .init(
-                    keepGoing: keepGoing, logger: global.makeLogger(worker: named),
-                    reportError: { [global] in global.reportError($0, worker: named) },
-                    worker: worker, workers: workers, recorder: recorder, limits: chosenLimits, virtualTime: virtualTime
-                ).sliced(shard: shard, worker: worker, workers: workers)
+            var options = ScriptRuntime.Options(
+                keepGoing: keepGoing, logger: global.makeLogger(worker: named),
+                reportError: { [global] in global.reportError($0, worker: named) },
+                worker: worker, workers: workers, recorder: recorder, limits: chosenLimits, virtualTime: virtualTime,
+                searchPath: searchPath
             )
+            options.startAt = startAt
+            let runtime = ScriptRuntime(eventLoop: loop, options: options.sliced(shard: shard, worker: worker, workers: workers))
             runtime.metrics.shard = shard
             return runtime
         }
@@ -109,7 +123,7 @@ struct Run: ParsableCommand {
         }
         live?.close(final: final, thresholds: measured.thresholds + declared)
         if let final {
-            code = measured.finish(final, scriptThresholds: declared, scriptCode: scriptCode) { global.reportError($0) }
+            code = measured.finish(final, scriptThresholds: declared, scriptCode: scriptCode, deferred: shard != nil) { global.reportError($0) }
         }
         if let error = measured.writeReport(final, thresholds: measured.thresholds + declared) {
             global.reportError(error)

@@ -9,8 +9,10 @@ struct Test: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run Lua test files written with busted's vocabulary.",
         discussion: """
-            Test files are named *_test.lua, *_spec.lua or test_*.lua; with no path, \
-            moonwire looks in tests/, else spec/ (or what a .busted file here says). Each file \
+            In the paths given, test files are named *_test.lua, *_spec.lua or test_*.lua. \
+            With no path, moonwire runs as busted does: the ROOT of a .busted file here, \
+            else spec/, files matching the Lua pattern _spec (a project with only tests/ \
+            gets tests/). Each file \
             runs in a Lua state of its own. \
             The last line is "N passed, N failed" (", N errors" and ", N skipped" when any): \
             a failed assertion is a failure, any other error or a timeout an error. The exit \
@@ -29,7 +31,7 @@ struct Test: ParsableCommand {
     @Flag(help: "Print TAP version 13 on stdout instead of the usual lines (same as -o tap).")
     var tap = false
 
-    @Option(name: [.customShort("o"), .long], help: "What to print on stdout: text (the usual lines), tap, json (busted's JSON), junit.")
+    @Option(name: [.customShort("o"), .long], help: "What to print on stdout: text (the usual lines), gtest (busted's), tap, json (busted's JSON), junit; busted's names utfTerminal, plainTerminal and TAP too.")
     var output: String?
 
     @Option(name: [.customShort("t"), .long], help: "Run only the tests with one of these #tags in their full name (comma-separated; repeatable).")
@@ -44,7 +46,7 @@ struct Test: ParsableCommand {
     @Option(help: "A Lua file run in each test file's Lua state before the file.")
     var helper: String?
 
-    @Option(name: [.customShort("m"), .long], help: "Lua module paths put before package.path (';'-separated, like busted's --lpath).")
+    @Option(name: [.customShort("m"), .long], help: "Lua module paths put before package.path (';'-separated, like busted's --lpath; default: busted's ./src/?.lua;./src/?/?.lua;./src/?/init.lua).")
     var lpath: String?
 
     @Option(help: "C module paths put before package.cpath.")
@@ -78,7 +80,7 @@ struct Test: ParsableCommand {
 
     @OptionGroup var sendBudget: SendBudgetOption
 
-    @Argument(help: "Test files or folders (default: tests/ or spec/).")
+    @Argument(help: "Test files or folders (default: .busted's ROOT, else spec/, else tests/).")
     var paths: [String] = []
 
     func validate() throws {
@@ -87,9 +89,26 @@ struct Test: ParsableCommand {
         guard repeatCount >= 1 else { throw ValidationError("--repeat must be 1 or more") }
     }
 
+    /// busted's default --lpath: modules under src/ are found by name.
+    static let bustedLpath = "./src/?.lua;./src/?/?.lua;./src/?/init.lua"
+
     /// What goes to stdout.
-    enum Output: String {
-        case text, tap, json, junit
+    enum Output {
+        case text, tap, json, junit, gtest
+
+        /// busted's handler names (as .busted and `-o` give them), and moonwire's own
+        /// `text` and `tap`; case does not matter.
+        static let byName: [(name: String, output: Output)] = [
+            ("text", .text), ("utfTerminal", .text), ("plainTerminal", .text), ("TAP", .tap),
+            ("json", .json), ("junit", .junit), ("gtest", .gtest),
+        ]
+
+        init?(named name: String) {
+            guard let found = Self.byName.first(where: { $0.name.lowercased() == name.lowercased() }) else { return nil }
+            self = found.output
+        }
+
+        static var names: String { byName.map(\.name).joined(separator: ", ") }
     }
 
     /// The option from the command line, else from .busted's default task.
@@ -110,23 +129,19 @@ struct Test: ParsableCommand {
 
     func run() throws {
         let config = try Self.loadConfig()
-        let outputName = output ?? config.values["output"]?.first ?? (tap ? "tap" : "text")
-        let format: Output
-        switch outputName.lowercased() {
-        case "text", "utfterminal", "plainterminal": format = .text
-        case "tap": format = .tap
-        case "json": format = .json
-        case "junit": format = .junit
-        default:
-            let from = output == nil && !tap && config.values["output"] != nil ? "output '\(outputName)' in .busted" : "--output '\(outputName)'"
-            throw ValidationError("unknown \(from); use text, tap, json or junit")
+        // The command line wins over .busted, as every other option does.
+        let outputName = output ?? (tap ? "tap" : nil) ?? config.values["output"]?.first ?? "text"
+        guard let format = Output(named: outputName) else {
+            let from = output == nil && !tap ? "output '\(outputName)' in .busted" : "--output '\(outputName)'"
+            throw ValidationError("unknown \(from); use \(Output.names)")
         }
         let tags = configured(tags, "tags", config), excludeTags = configured(excludeTags, "exclude-tags", config)
         if let both = tags.first(where: excludeTags.contains) {
             throw ValidationError("--tags and --exclude-tags both name '\(both)'")
         }
-        let roots = paths.isEmpty ? config.values["ROOT"] ?? [] : paths
-        var files = try TestDiscovery.files(in: roots, patterns: pattern.isEmpty ? config.values["pattern"] ?? [] : pattern)
+        var files = try TestDiscovery.files(
+            in: paths, root: config.values["ROOT"] ?? [], patterns: pattern.isEmpty ? config.values["pattern"] ?? [] : pattern
+        )
         // --shuffle without --seed picks one, and says which, so the order can be had again.
         let seed = seed ?? (shuffle ? UInt32.random(in: 1...999_999) : nil)
         if shuffle, let seed { files = Self.shuffled(files, seed: seed) }
@@ -138,12 +153,25 @@ struct Test: ParsableCommand {
         options.excludeTags = excludeTags
         options.virtualTime = virtualTime
         options.helper = helper ?? config.values["helper"]?.first ?? ""
-        options.lpath = lpath ?? config.values["lpath"]?.joined(separator: ";") ?? ""
+        options.lpath = lpath ?? config.values["lpath"]?.joined(separator: ";") ?? Self.bustedLpath
         options.cpath = cpath ?? config.values["cpath"]?.joined(separator: ";") ?? ""
         if !options.helper.isEmpty, !FileManager.default.fileExists(atPath: options.helper) {
             throw ValidationError("cannot read --helper '\(options.helper)': No such file")
         }
-        let reports = runAll(runs, options: options, printLines: format == .text)
+        let gtest = TestOutput.GTest(colors: isatty(1) == 1, verbose: config.values["verbose"]?.first == "true")
+        let started = Date()
+        if format == .gtest, !list {
+            print(gtest.header(seed: shuffle ? seed : nil), terminator: "")
+            fflush(stdout)
+        }
+        let perFile: ((TestFileReport) -> String)?
+        switch format {
+        case _ where list: perFile = TestOutput.list
+        case .text: perFile = TestOutput.lines
+        case .gtest: perFile = gtest.file
+        default: perFile = nil
+        }
+        let reports = runAll(runs, options: options, perFile: perFile)
         if list {
             if reports.contains(where: { $0.results.contains { $0.status == .error } }) { throw ExitCode(1) }
             return
@@ -153,6 +181,7 @@ struct Test: ParsableCommand {
         case .tap: print(TestOutput.tap(reports, summary: summary, seed: shuffle ? seed : nil), terminator: "")
         case .json: print(TestOutput.json(reports))
         case .junit: print(TestOutput.junit(reports), terminator: "")
+        case .gtest: print(gtest.summary(reports, duration: Date().timeIntervalSince(started)), terminator: "")
         case .text:
             if shuffle, let seed { print("shuffled with --seed \(seed)") }
             print(summary.line)
@@ -182,8 +211,8 @@ struct Test: ParsableCommand {
         return out
     }
 
-    /// Runs the files on `jobs` event loops; prints each file's lines as it ends.
-    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options, printLines: Bool) -> [TestFileReport] {
+    /// Runs the files on `jobs` event loops; prints each file's `perFile` text as it ends.
+    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options, perFile: ((TestFileReport) -> String)?) -> [TestFileReport] {
         // LoopTicks: a virtual clock jumps only after whole loop ticks without I/O.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(runs.count, 1)), metricsDelegate: LoopTicks())
         defer { try? group.syncShutdownGracefully() }
@@ -196,11 +225,7 @@ struct Test: ParsableCommand {
                     let report = runFile(runs[index].file, run: runs[index].run, options: options, on: loop)
                     let failed = report.results.contains { $0.status == .failed || $0.status == .error }
                     state.finish(index, report, stopping: failFast && failed) {
-                        if list {
-                            print(TestOutput.list(report), terminator: "")
-                        } else if printLines {
-                            print(TestOutput.lines(report), terminator: "")
-                        }
+                        if let perFile { print(perFile(report), terminator: "") }
                         fflush(stdout)
                     }
                 }

@@ -190,6 +190,80 @@ enum TestOutput {
         return "{" + lists.joined(separator: ",") + ",\"duration\":\(duration)}"
     }
 
+    /// busted's gtest output handler, line for line: a header, a block per file as
+    /// it ends, a summary listing what did not pass. `colors` (at a terminal) as
+    /// busted draws them; `verbose` adds each failure's traceback.
+    struct GTest {
+        var colors: Bool
+        var verbose: Bool
+
+        private func paint(_ code: Int, _ text: String) -> String { colors ? "\u{1b}[\(code)m\(text)\u{1b}[0m" : text }
+        private func green(_ s: String) -> String { paint(32, s) }
+        private func yellow(_ s: String) -> String { paint(33, s) }
+        private func red(_ s: String) -> String { paint(31, s) }
+        private func magenta(_ s: String) -> String { paint(35, s) }
+
+        /// `spec/a_spec.lua @ 4: outer inner fails`: where the test is declared, and its full name.
+        private func fullName(_ r: TestCaseResult) -> String {
+            let at = SourceLocation(r.location)
+            return paint(36, at.file) + " @ " + paint(36, String(at.line ?? 0)) + ": " + paint(1, r.name)
+        }
+
+        private static func ms(_ seconds: Double) -> String { String(format: "%.2f", seconds * 1000) }
+        private static func plural(_ n: Int, _ one: String, _ many: String) -> String { n == 1 ? one : many }
+
+        func header(seed: UInt32?) -> String {
+            (seed.map { yellow("Note: Randomizing test order with a seed of \($0).\n") } ?? "")
+                + green("[==========]") + " Running tests from scanned files.\n"
+                + green("[----------]") + " Global test environment setup.\n"
+        }
+
+        func file(_ report: TestFileReport) -> String {
+            var out = green("[----------]") + " Running tests from \(report.title)\n"
+            for r in report.results {
+                out += green("[ RUN      ]") + " \(fullName(r))\n"
+                if r.status == .failed || r.status == .error {
+                    out += r.message + "\n"
+                    // Set off by blank lines, as busted prints its tracebacks.
+                    if verbose, !r.traceback.isEmpty { out += "\n" + r.traceback + "\n\n" }
+                }
+                let label = switch r.status {
+                case .passed: green("[       OK ]")
+                case .skipped: yellow("[ SKIPPED  ]")
+                case .failed: red("[  FAILED  ]")
+                case .error: magenta("[  ERROR   ]")
+                }
+                out += "\(label) \(fullName(r)) (\(Self.ms(r.duration)) ms)\n"
+            }
+            let n = report.results.count
+            return out + green("[----------]") + " \(n) \(Self.plural(n, "test", "tests")) from \(report.title) (\(Self.ms(report.duration)) ms total)\n\n"
+        }
+
+        func summary(_ reports: [TestFileReport], duration: Double) -> String {
+            let all = reports.flatMap(\.results)
+            let s = TestSummary(reports: reports)
+            var out = green("[----------]") + " Global test environment teardown.\n"
+            out += green("[==========]") + " \(all.count) \(Self.plural(all.count, "test", "tests")) from \(reports.count) test "
+                + "\(Self.plural(reports.count, "file", "files")) ran. (\(Self.ms(duration)) ms total)\n"
+            out += green("[  PASSED  ]") + " \(s.passed) \(Self.plural(s.passed, "test", "tests")).\n"
+            let lists: [(TestCaseResult.Status, Int, (String) -> String, String, String)] = [
+                (.skipped, s.skipped, yellow, "[ SKIPPED  ]", "SKIPPED "), (.failed, s.failed, red, "[  FAILED  ]", "FAILED "),
+                (.error, s.errors, magenta, "[  ERROR   ]", ""),
+            ]
+            for (status, count, color, label, _) in lists where count > 0 {
+                let noun = status == .error ? Self.plural(count, "error", "errors") : Self.plural(count, "test", "tests")
+                out += color(label) + " \(count) \(noun), listed below:\n"
+                for r in all where r.status == status { out += color(label) + " \(fullName(r))\n" }
+            }
+            if s.skipped + s.failed + s.errors > 0 { out += "\n" }
+            for (status, count, _, _, word) in lists where count > 0 {
+                let noun = status == .error ? Self.plural(count, "ERROR", "ERRORS") : Self.plural(count, "TEST", "TESTS")
+                out += " \(count) \(word)\(noun)\n"
+            }
+            return out
+        }
+    }
+
     private static func counts(_ s: TestSummary) -> String {
         "tests=\"\(s.total)\" failures=\"\(s.failed)\" errors=\"\(s.errors)\" skipped=\"\(s.skipped)\""
     }

@@ -5,7 +5,7 @@ import Testing
 /// Tests/MoonwireCoreTests/Peers/setup_venv.sh makes), for the examples to talk to.
 final class EchoPeer {
     let port: Int
-    private let process: Process
+    let process: Process
 
     var url: String { "ws://127.0.0.1:\(port)/" }
 

@@ -242,6 +242,93 @@ import Testing
         }
     }
 
+    /// Four shards started one after another (each once the one before is up),
+    /// with one --start-at: each records when its schedule actually began, by its
+    /// own clock, and those instants are within 50 ms; the merge says how far
+    /// apart they were, and the run's duration counts from the start, not the wait.
+    @Test func shardsStartTogetherWithStartAt() throws {
+        let path = try CommandRunner.script("together.lua", """
+            print("ready")
+            local r = mw.rate { rate = 40, duration = 0.5, fn = function(n) end }
+            print("started " .. r.started)
+            """)
+        let dir = try Self.scratch("together")
+        // Far enough ahead for four debug processes to come up on a busy machine.
+        let startAt = Date().timeIntervalSince1970 + 6
+        var procs: [(Process, Pipe, Pipe)] = []
+        defer { for p in procs where p.0.isRunning { p.0.terminate() } }
+        for i in 1...4 {
+            let p = CommandRunner.process(["run", "--shard", "\(i)/4", "--start-at", String(format: "%.3f", startAt), "--summary-json", dir + "/", path])
+            try p.0.run()
+            procs.append(p)
+            var out = ""
+            while !out.contains("ready") {
+                let chunk = p.1.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                out += String(decoding: chunk, as: UTF8.self)
+            }
+            #expect(out.contains("ready"), "shard \(i): \(out)")
+        }
+        for (i, p) in procs.enumerated() {
+            let rest = String(decoding: p.1.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let err = String(decoding: p.2.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.0.waitUntilExit()
+            #expect(p.0.terminationStatus == 0, "\(err)")
+            #expect(rest.contains("started 5"), "shard \(i + 1): \(rest)")
+            #expect(!err.contains("--start-at was"), "shard \(i + 1) began late: \(err)")
+        }
+        var starts: [Double] = []
+        for i in 1...4 {
+            let data = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/shard-\(i)-of-4.json"))
+            let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            let list = try #require(root["starts"] as? [[String: Any]])
+            let at = try #require(list.first?["at"] as? Double)
+            #expect((list.first?["shard"] as? [String: Int])?["index"] == i)
+            #expect(at >= startAt - 0.001, "shard \(i) began \(startAt - at) s before --start-at")
+            #expect(try #require(root["duration"] as? Double) < 2, "the duration counts from --start-at")
+            starts.append(at)
+        }
+        let spread = starts.max()! - starts.min()!
+        #expect(spread < 0.05, "the shards began \(spread) s apart: \(starts)")
+        let merge = try CommandRunner.run(["metrics", "merge", dir, "-o", "\(dir)/merged.json"])
+        #expect(merge.status == 0, "\(merge.stderr)")
+        #expect(merge.stdout.contains("apart"), "\(merge.stdout)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/merged.json"))
+        let merged = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let reported = try #require(merged["startSpread"] as? Double)
+        #expect(abs(reported - spread) < 1e-6, "merge says \(reported), the files \(spread)")
+        #expect((merged["starts"] as? [Any])?.count == 4)
+    }
+
+    /// Slurm's job-array variables make the shard (and name its file); a task past
+    /// the array's count and a bad --start-at are usage errors.
+    @Test func shardFromSlurmArrayAndBadStarts() throws {
+        let path = try CommandRunner.script("arraytask.lua", "mw.rate { rate = 40, duration = 0.1, fn = function() end }\nprint(mw.shard.index .. '/' .. mw.shard.count)\n")
+        let dir = try Self.scratch("array")
+        let array = ["SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_MAX": "9", "SLURM_ARRAY_TASK_STEP": "2", "SLURM_ARRAY_TASK_COUNT": "4"]
+        var r = try CommandRunner.run(["run", "--summary-json", dir + "/", path], environment: array)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("2/4"), "\(r.stdout)")
+        #expect(FileManager.default.fileExists(atPath: "\(dir)/shard-2-of-4.json"))
+        // --shard wins over the engine's variables.
+        r = try CommandRunner.run(["run", "--shard", "1/2", path], environment: array)
+        #expect(r.stdout.contains("1/2"), "\(r.stdout)")
+        r = try CommandRunner.run(["run", path], environment: array.merging(["SLURM_ARRAY_TASK_ID": "11"]) { $1 })
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("SLURM_ARRAY_TASK_ID 11 is task 5 of the array from 3, but SLURM_ARRAY_TASK_COUNT is 4"), "\(r.stderr)")
+        for bad in ["tomorrow", "1764194400000", "+5x"] {
+            r = try CommandRunner.run(["run", "--start-at", bad, path])
+            #expect(r.status == 2, "\(bad)")
+            #expect(r.stderr.contains("--start-at"), "\(r.stderr)")
+        }
+        r = try CommandRunner.run(["run", "--virtual-time", "--start-at", "+1s", path])
+        #expect(r.status == 2)
+        // A merge of a directory missing a shard says which.
+        r = try CommandRunner.run(["metrics", "merge", dir])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("shards 1/4, 3/4, 4/4 missing"), "\(r.stderr)")
+    }
+
     /// mw.vus: count sessions over the ramp, each keeping its vu table across
     /// iterations; a shard runs its share of the sessions.
     @Test func closedModelKeepsSessionsAcrossIterations() throws {
@@ -475,10 +562,17 @@ import Testing
     @Test func kubernetesManifestValidates() throws {
         let tool = "/tmp/mwvenv/bin/kubernetes-validate"
         try #require(FileManager.default.isExecutableFile(atPath: tool), "Tests/MoonwireCoreTests/Peers/setup_venv.sh has not run")
-        let manifest = CommandRunner.packageRoot.appendingPathComponent("deploy/kubernetes/job.yaml").path
-        let good = try Self.runTool(tool, ["--strict", manifest])
-        #expect(good.status == 0, "\(good.stdout)\n\(good.stderr)")
-        #expect(good.stdout.contains("passed for resource job/moonwire-load") || good.stderr.contains("passed for resource job/moonwire-load"))
+        let dir = CommandRunner.packageRoot.appendingPathComponent("deploy/kubernetes")
+        let expected = [
+            "script.yaml": "configmap/moonwire-script", "results.yaml": "persistentvolumeclaim/moonwire-results",
+            "job.yaml": "job/moonwire-load", "merge.yaml": "job/moonwire-merge", "pod.yaml": "pod/moonwire-load",
+        ]
+        for (file, resource) in expected {
+            let good = try Self.runTool(tool, ["--strict", dir.appendingPathComponent(file).path])
+            #expect(good.status == 0, "\(file): \(good.stdout)\n\(good.stderr)")
+            #expect((good.stdout + good.stderr).contains("passed for resource \(resource)"), "\(file)")
+        }
+        let manifest = dir.appendingPathComponent("job.yaml").path
         let broken = try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: "parallelism: 4", with: "parallelism: four")
         let bad = try CommandRunner.script("broken-job.yaml", broken)
         #expect(try Self.runTool(tool, ["--strict", bad]).status != 0)

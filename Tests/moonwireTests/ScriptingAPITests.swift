@@ -4,6 +4,35 @@ import Testing
 /// The scripting API over real sockets: heartbeat replies, message kinds, expect,
 /// errors in words and the connection log (issue 15).
 @Suite struct ScriptingAPITests {
+    /// Closing the script's last connection to a server outside it (TCP closes before
+    /// `c:close()` returns) does not end the script while its main chunk goes on: the
+    /// `mw.sleep` after it still wakes.
+    @Test func aScriptGoesOnAfterClosingItsLastTCPConnection() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ready = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        #expect(ready)
+        // The kernel completes the handshake into the backlog: no accept needed.
+        let script = try CommandRunner.script("close_then_sleep.lua", """
+            local c = mw.connect("tcp://127.0.0.1:\(UInt16(bigEndian: address.sin_port))")
+            assert(c:wait_open(5))
+            c:close()
+            print("closed")
+            mw.sleep(0.05)
+            print("woke")
+            """)
+        let r = try CommandRunner.run("run", script)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "closed\nwoke\n")
+    }
+
     @Test func heartbeatRepliesNeverReachTheScript() throws {
         let peer = try EchoPeer()
         let r = try CommandRunner.run("run", "examples/heartbeat_bot.lua", peer.url)
@@ -346,9 +375,12 @@ import Testing
 
 /// The protocol examples against real servers nobody here wrote.
 @Suite struct ProtocolExampleTests {
-    @Test func mqttOverWebSocketAgainstMosquitto() throws {
+    /// The module (mqtt_ws.lua) and MQTT by hand through a WebSocket framing function
+    /// (ws_framing.lua) say the same against mosquitto.
+    @Test(arguments: ["examples/mqtt_ws.lua", "examples/ws_framing.lua"])
+    func mqttOverWebSocketAgainstMosquitto(example: String) throws {
         let broker = try MosquittoPeer()
-        let r = try CommandRunner.run("run", "examples/mqtt_ws.lua", broker.url, "moonwire/test")
+        let r = try CommandRunner.run("run", example, broker.url, "moonwire/test")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == """
             CONNACK\t0

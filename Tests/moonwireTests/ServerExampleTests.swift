@@ -31,6 +31,7 @@ import Testing
         let lines = r.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "open (reconnects: 0)")
         #expect(lines.contains("open (reconnects: 1)"))
+        #expect(lines.contains("closed 1000 by peer, will reconnect: true"), "\(lines)")
         let summary = try #require(lines.first { $0.hasPrefix("logins ") })
         #expect(summary.hasPrefix("logins 2, "))
         #expect(summary.hasSuffix("all in order: true"))

@@ -42,7 +42,8 @@ for _, protocol in ipairs { "graphql-transport-ws", "graphql-ws" } do
       local client = connect()
       assert.are.equal("hello ann", client:query("query Hi($n: String) { hello(name: $n) }", { n = "ann" }).hello)
       assert.are.equal(5, client:query("{ add(a: 2, b: 3) }").add)
-      assert.are.equal(protocol, client:mutation("mutation Set($t: String!) { setMessage(text: $t) }", { t = protocol }).setMessage)
+      local set = client:mutation("mutation Set($t: String!) { setMessage(text: $t) }", { t = protocol })
+      assert.are.equal(protocol, set.setMessage)
       assert.are.equal(protocol, client:query("{ message }").message)
       client:close()
     end)
@@ -110,7 +111,8 @@ for _, protocol in ipairs { "graphql-transport-ws", "graphql-ws" } do
       local ok, err = client:wait_ready(5)
       assert.is_nil(ok)
       if protocol == "graphql-transport-ws" then
-        assert.are.equal("graphql-transport-ws: the server closed the connection with 4403: forbidden (connection_init refused)", err)
+        assert.are.equal("graphql-transport-ws: the server closed the connection with 4403: "
+          .. "forbidden (connection_init refused)", err)
       else
         assert.are.equal("graphql-ws: the server refused connection_init: bad token", err)
       end
@@ -204,7 +206,8 @@ describe("graphql_ws mock server", function()
   it("raises at the caller's line on misuse", function()
     local client = gql.connect(server:url(), { reconnect = false })
     assert(client:wait_ready(5))
-    assert.has_error(function() client:query(42) end, "bad argument #1 to 'client:query' (GraphQL document expected, got number)")
+    assert.has_error(function() client:query(42) end,
+      "bad argument #1 to 'client:query' (GraphQL document expected, got number)")
     assert.has_error(function() gql.connect(url, { protocol = "mqtt" }) end,
       'bad argument #2 to \'gql.connect\' (opts.protocol: "graphql-transport-ws" or "graphql-ws" expected, got "mqtt")')
     assert.has_error(function() client:subscribe("subscription { x }", nil, { on_next = 1 }) end,
@@ -221,14 +224,16 @@ describe("graphql_ws mock server", function()
     local client = gql.connect(server:url(), { payload = { token = "bad" }, reconnect = false })
     local ok, err = client:wait_ready(5)
     assert.is_nil(ok)
-    assert.are.equal("graphql-transport-ws: the server closed the connection with 4403: forbidden (connection_init refused)", err)
+    assert.are.equal("graphql-transport-ws: the server closed the connection with 4403: "
+      .. "forbidden (connection_init refused)", err)
   end)
 end)
 
 describe("graphql_ws client against a hostile server", function()
   local cases = {
     { { '{"type":"connection_ack"}', '{"nope":1}' }, "graphql-transport-ws: a message without a string 'type'" },
-    { { '{"type":"connection_ack"}', '{"type":"next","payload":{}}' }, "graphql-transport-ws: next: the 'id' is missing or not a string" },
+    { { '{"type":"connection_ack"}', '{"type":"next","payload":{}}' },
+      "graphql-transport-ws: next: the 'id' is missing or not a string" },
     { { '{"type":"connection_ack"}', '{"type":"bogus"}' }, 'graphql-transport-ws: unknown message type "bogus"' },
     { { '{"type":"connection_ack"}', '{"type":"connection_ack"}' }, "graphql-transport-ws: connection_ack twice" },
     { { '{"type":"connection_ack"}', "{oops" }, "graphql-transport-ws: a message that is not JSON" },

@@ -159,10 +159,12 @@ describe("socket.io client against python-socketio", function()
   it("raises at the caller's line on misuse", function()
     local s = connect()
     assert.has_error(function() s:emit("connect") end,
-      'bad argument #1 to \'s:emit\' ("connect" is reserved by Socket.IO; use on_connect / on_disconnect / on_connect_error)')
+      'bad argument #1 to \'s:emit\' ("connect" is reserved by Socket.IO; '
+        .. "use on_connect / on_disconnect / on_connect_error)")
     assert.has_error(function() sio.connect("ftp://x") end,
       'bad argument #1 to \'sio.connect\' (an http://, https://, ws:// or wss:// URL expected, got "ftp://x")')
-    assert.has_error(function() sio.connect(url, { nope = 1 }) end, "bad argument #2 to 'sio.connect' (unknown option 'opts.nope')")
+    assert.has_error(function() sio.connect(url, { nope = 1 }) end,
+      "bad argument #2 to 'sio.connect' (unknown option 'opts.nope')")
     -- A callback cannot wait: call refuses, and leaves no ack behind.
     local ok, err
     mw.after(0, function() ok, err = pcall(s.call, s, "add", 1, 2) end)
@@ -189,10 +191,12 @@ describe("socket.io client against a hostile server", function()
     { { { '0{"sid":1}' } }, "engine.io: open packet: the sid is missing or not a string" },
     { { { "40{}" } }, "socket.io: CONNECT: the sid is missing from the server's answer" },
     { { { "49" } }, 'socket.io: the packet type "9" is not one of 0-6' },
-    { { { "40{\"sid\":\"a\"}" }, { "42[1,2]" } }, "socket.io: EVENT: the event name (the first element of the data) is not a string" },
+    { { { "40{\"sid\":\"a\"}" }, { "42[1,2]" } },
+      "socket.io: EVENT: the event name (the first element of the data) is not a string" },
     { { { "40{\"sid\":\"a\"}" }, { "451-[\"x\",{\"_placeholder\":true,\"num\":3}]" }, { "\1", "binary" } },
       "socket.io: BINARY_EVENT: placeholder num 3 out of range (1 attachments)" },
-    { { { "40{\"sid\":\"a\"}" }, { "4599-[\"x\"]" } }, "socket.io: BINARY_EVENT announces 99 attachments, more than max_attachments (64)" },
+    { { { "40{\"sid\":\"a\"}" }, { "4599-[\"x\"]" } },
+      "socket.io: BINARY_EVENT announces 99 attachments, more than max_attachments (64)" },
     { { { "40{\"sid\":\"a\"}" }, { "\1\2", "binary" } },
       "socket.io: a binary message arrived with no BINARY_EVENT or BINARY_ACK waiting for attachments" },
     { { { "40{\"sid\":\"a\"}" }, { "42[\"x\"" } }, "socket.io: EVENT: the data is not JSON:" },
@@ -204,8 +208,6 @@ describe("socket.io client against a hostile server", function()
       local server = hostile(case[1])
       local good = sio.connect(url, { reconnect = false })
       local bad = sio.connect(server:url(), { reconnect = false })
-      local reason
-      bad:on_disconnect(function(_, why) reason = why end)
       local ok, err
       if bad:wait_connected(5) then
         ok, err = bad:expect("never", 5)

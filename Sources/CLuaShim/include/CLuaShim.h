@@ -92,6 +92,8 @@ void mw_guard_clear_interrupt(mw_guard *g);
 /* Macro wrappers. */
 static inline int mw_upvalueindex(int i) { return lua_upvalueindex(i); }
 static inline int mw_registryindex(void) { return LUA_REGISTRYINDEX; }
+/* "Lua 5.4.4  Copyright (C) 1994-2022 Lua.org, PUC-Rio", as lua -v prints it. */
+static inline const char *mw_lua_copyright(void) { return LUA_COPYRIGHT; }
 static inline void mw_pop(lua_State *L, int n) { lua_pop(L, n); }
 static inline void mw_newtable(lua_State *L) { lua_newtable(L); }
 static inline void mw_pushcfunction(lua_State *L, lua_CFunction f) { lua_pushcfunction(L, f); }

@@ -74,6 +74,11 @@ public final class ManagedConnection {
         public var manualReady = false
         /// `auto_reply`: the peer's pings answered without reaching the delegate.
         public var autoReply: AutoReply?
+        /// WebSocket only: the bytes of the messages that arrive are one stream, cut into
+        /// messages by this framing (a protocol such as MQTT over WebSocket, which may put
+        /// several packets in one WebSocket message and one packet across several). Each
+        /// message sent is still one WebSocket message, as it is given.
+        public var messageFraming: TCPFraming?
 
         public init() {}
     }
@@ -170,12 +175,19 @@ public final class ManagedConnection {
     private var droppedByLastClose = 0
     /// Where the next dial goes, when `on_reconnect` changed it.
     private var nextURL: TransportURL?
+    /// ``Configuration/messageFraming``, and the stream it cuts since the last open.
+    private let messageFraming: TCPFraming?
+    private var reframer: MessageReader?
+    /// What ``reframer`` may hold without a complete message (`max_message`).
+    private let maxMessage: Int
 
     public init(url: TransportURL, configuration: Configuration, eventLoop: EventLoop) {
         self.eventLoop = eventLoop
         urlText = url.description
         manualReady = configuration.manualReady
         autoReply = configuration.autoReply
+        messageFraming = configuration.messageFraming
+        maxMessage = configuration.socket.maxMessage
         queueLimit = configuration.queueLimit
         transport = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
@@ -339,6 +351,7 @@ public final class ManagedConnection {
 
     public func ping(_ payload: ByteBuffer) -> Bool {
         guard lifecycle.state == .open, transport.supportsPing, (try? transport.ping(payload)) != nil else { return false }
+        if tracing, let logger { logger.trace("\(ConnectionLog.control(.outbound, "ping", payload))") }
         recorder?.control("ping", payload: payload, outgoing: true)
         heartbeat.didSend()
         return true
@@ -430,6 +443,8 @@ public final class ManagedConnection {
         case .reportClose(let report):
             logger?.debug("closed: \(report.code)\(report.reason.isEmpty ? "" : " \(report.reason)") by \(report.by.rawValue)\(report.willReconnect ? ", will reconnect" : "")")
             recorder?.closed(code: report.code, reason: report.reason, by: report.by.rawValue, clean: report.clean, willReconnect: report.willReconnect)
+            // The first retry line says why the connection went; later ones, why a dial failed.
+            if report.willReconnect { lastError = ConnectionLog.loss(report) }
             delegate?.managedConnection(self, didClose: report)
         case .askReconnectHook(let attempt, let delay):
             recorder?.reconnecting(attempt: attempt, delay: Double(delay.nanoseconds) / 1e9)
@@ -461,6 +476,7 @@ public final class ManagedConnection {
 
 extension ManagedConnection: HeartbeatOwner {
     func heartbeatSendPing(_ payload: ByteBuffer) {
+        if tracing, let logger { logger.trace("\(ConnectionLog.control(.outbound, "ping", payload, note: "heartbeat"))") }
         try? transport.ping(payload)
     }
 
@@ -468,6 +484,7 @@ extension ManagedConnection: HeartbeatOwner {
     /// process-wide budget.
     func heartbeatSendMessage() {
         guard lifecycle.sendRoute == .send, let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) else { return }
+        if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, message)) (heartbeat)") }
         sendAhead(message, kind: kind)
     }
 
@@ -481,6 +498,8 @@ extension ManagedConnection: ClientConnectionDelegate {
     public func connectionDidOpen(_ connection: ClientConnection, info: ConnectionOpenInfo) {
         guard !ignoringTransport else { return }
         openInfo = info
+        // Each connection is a new stream: nothing left over from the last one.
+        reframer = messageFraming.map { MessageReader($0.makeDecoder()) }
         recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
         if let channel = transport.currentChannel, let link = transport.outboundLink {
             // What waited for the open goes after what on_open sends: held until the
@@ -497,6 +516,26 @@ extension ManagedConnection: ClientConnectionDelegate {
 
     public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
+        guard reframer != nil else { return received(message, kind: kind) }
+        reframer!.append(message)
+        do throws(TCPFramingError) {
+            while let framed = try reframer?.next() {
+                received(framed, kind: kind)
+                // A handler may have closed the connection: the rest is not wanted.
+                guard lifecycle.state == .open else { return }
+            }
+            if let waiting = reframer?.bufferedBytes, waiting > maxMessage {
+                throw TCPFramingError.tooBig("\(waiting) bytes received without a complete message", max: maxMessage)
+            }
+        } catch {
+            reframer = nil
+            drive(lifecycle.failed(error.connectionError))
+            try? transport.close(code: error.closeCode, reason: "framing error")
+        }
+    }
+
+    /// One message as the script sees it: after ``Configuration/messageFraming``, if any.
+    private func received(_ message: ByteBuffer, kind: MessageKind) {
         if case .message(reply: .matching)? = heartbeat.configuration?.probe,
             delegate?.managedConnection(self, isHeartbeatReply: message, kind: kind) == true {
             heartbeat.didReceiveReply()
@@ -513,6 +552,7 @@ extension ManagedConnection: ClientConnectionDelegate {
     }
 
     public func connection(_ connection: ClientConnection, didReceivePong payload: ByteBuffer) {
+        if tracing, let logger { logger.trace("\(ConnectionLog.control(.inbound, "pong", payload))") }
         recorder?.control("pong", payload: payload, outgoing: false)
         heartbeat.didReceivePong(payload)
         delegate?.managedConnection(self, didReceivePong: payload)

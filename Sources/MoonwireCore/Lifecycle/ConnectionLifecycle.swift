@@ -12,8 +12,10 @@ import NIOCore
 ///   asked of the `on_reconnect` hook, waiting for its timer, or in progress.
 /// - `closed`: for good, unless the script calls `c:reconnect()`.
 ///
-/// Rules (the `reconnect` option, docs/scripting.md): a deliberate ``closeRequested(code:reason:)`` never
-/// reconnects; a close code 1000 from the peer stops unless `onNormalClose`; a handshake
+/// Rules: a deliberate ``closeRequested(code:reason:)`` never reconnects; any other close
+/// does, unless the peer's close code means "do not come back"
+/// (``ReconnectPolicy/stops(afterPeerClose:)``: 1003, 1008, `stopCodes`, and 1000 when
+/// `onNormalClose` is false); a handshake
 /// refused with HTTP 4xx stops unless `retryHTTP`; so do used-up attempts; a successful
 /// open resets the attempt count. Failed dials report an error; a connection that had
 /// opened reports a close. Whatever happens, the connection's last report is exactly one
@@ -427,7 +429,7 @@ public struct ConnectionLifecycle {
     }
 
     private func forbidsRetry(_ info: CloseInfo) -> Bool {
-        info.initiator == .peer && info.code == CloseCode.normal && !self.backoff.policy.onNormalClose
+        info.initiator == .peer && self.backoff.policy.stops(afterPeerClose: info.code)
     }
 
     private func forbidsRetry(_ error: ConnectionError) -> Bool {

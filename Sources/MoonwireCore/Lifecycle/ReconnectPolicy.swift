@@ -11,6 +11,11 @@ import NIOCore
 /// `min(max, initial * factor^(n-1))`, spread by ±`jitter` (a fraction of it). At most
 /// `attempts` tries follow each loss; `nil` means for ever (`math.huge` in Lua).
 ///
+/// A close the script did not ask for is a loss like any other: a server that restarts
+/// says 1000 or 1001, and the connection comes back. A close from the peer whose code
+/// means "do not come back" (``doNotComeBack``, ``stopCodes``, and 1000 when
+/// ``onNormalClose`` is false) ends it instead.
+///
 /// ```swift
 /// var policy = ReconnectPolicy()                   // 1 s, 2 s, 4 s … 30 s, ±20 %, 10 tries
 /// policy.baseDelay(attempt: 3)                     // 4 s
@@ -29,19 +34,24 @@ public struct ReconnectPolicy: Sendable, Hashable {
     public var jitter: Double
     /// The most attempts after each loss; `nil` for no limit.
     public var attempts: Int?
-    /// Whether a close code 1000 from the peer is retried too (`on_normal_close`).
+    /// Whether a close code 1000 from the peer is retried (`on_normal_close`, default
+    /// true: most servers say 1000 when they shut down for a restart).
     public var onNormalClose: Bool
+    /// More close codes from the peer that end the connection for good (`stop_codes`),
+    /// on top of ``doNotComeBack``.
+    public var stopCodes: Set<UInt16>
     /// Whether handshakes refused with an HTTP 4xx status are retried (`retry_http`).
     public var retryHTTP: Bool
 
-    /// Creates a policy; the defaults are the `reconnect` option's (docs/scripting.md).
+    /// Creates a policy; the defaults are those of the `reconnect` option.
     public init(
         initial: TimeAmount = .seconds(1),
         factor: Double = 2,
         max: TimeAmount = .seconds(30),
         jitter: Double = 0.2,
         attempts: Int? = 10,
-        onNormalClose: Bool = false,
+        onNormalClose: Bool = true,
+        stopCodes: Set<UInt16> = [],
         retryHTTP: Bool = false
     ) {
         self.initial = initial
@@ -50,7 +60,26 @@ public struct ReconnectPolicy: Sendable, Hashable {
         self.jitter = jitter
         self.attempts = attempts
         self.onNormalClose = onNormalClose
+        self.stopCodes = stopCodes
         self.retryHTTP = retryHTTP
+    }
+
+    /// Close codes that mean "do not come back" whatever the script says: 1003 (the peer
+    /// cannot take what we send) and 1008 (policy violation: banned, unauthorised).
+    /// Reconnecting would only be refused again, or make matters worse.
+    public static let doNotComeBack: Set<UInt16> = [CloseCode.unsupportedData, CloseCode.policyViolation]
+
+    /// Whether a close with `code`, from the peer, ends the connection for good.
+    ///
+    /// ```swift
+    /// ReconnectPolicy().stops(afterPeerClose: 1001)                        // false: a restart
+    /// ReconnectPolicy().stops(afterPeerClose: 1008)                        // true
+    /// ReconnectPolicy(stopCodes: [4001]).stops(afterPeerClose: 4001)       // true
+    /// ReconnectPolicy(onNormalClose: false).stops(afterPeerClose: 1000)    // true
+    /// ```
+    public func stops(afterPeerClose code: UInt16) -> Bool {
+        if code == CloseCode.normal { return !self.onNormalClose }
+        return Self.doNotComeBack.contains(code) || self.stopCodes.contains(code)
     }
 
     /// Whether attempt `n` (1-based) is still within ``attempts``.

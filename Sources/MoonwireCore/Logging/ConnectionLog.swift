@@ -39,6 +39,23 @@ public enum ConnectionLog {
         return "\(direction.rawValue) \(kind) \(count) bytes\(count == 0 ? "" : ": ")\(shown)\(more)"
     }
 
+    /// A WebSocket ping or pong: `> ping 8 bytes (heartbeat)`, `< pong 8 bytes`.
+    public static func control(_ direction: Direction, _ name: String, _ payload: ByteBuffer, note: String? = nil) -> String {
+        "\(direction.rawValue) \(name) \(payload.readableBytes) bytes" + (note.map { " (\($0))" } ?? "")
+    }
+
+    /// Why a connection that had opened is being reconnected, for the first retry line:
+    /// `closed by the peer: 1001 "going away"`.
+    public static func loss(_ report: ConnectionLifecycle.CloseReport) -> String {
+        let who: String
+        switch report.by {
+        case .peer: who = "closed by the peer"
+        case .local: who = "closed by moonwire"
+        case .network: who = "connection lost"
+        }
+        return "\(who): \(report.code)" + (report.reason.isEmpty ? "" : " \(report.reason.debugDescription)")
+    }
+
     /// A reconnect attempt about to be scheduled; `attempts` nil for no limit.
     public static func retry(delay: TimeAmount, attempt: Int, of attempts: Int?, after error: String?) -> String {
         let ms = delay.nanoseconds / 1_000_000

@@ -110,23 +110,85 @@ public struct MetricsSnapshot: Codable, Sendable {
     public var duration: Double
     /// The shards this holds (empty for a run not split).
     public var shards: [Shard]
+    /// When each run's load began (its first `mw.rate` or `mw.vus` start), as its own
+    /// clock read it: one for a run, one a shard merged. Absent in older files.
+    public var starts: [Start]?
+    /// Written by ``encoded()`` when there are two starts or more: the latest minus the
+    /// earliest, in seconds, how far apart the shards actually began.
+    public var startSpread: Double?
+    /// The thresholds of the run (`--threshold` and the script's `mw.thresholds`), as
+    /// expressions: a shard leaves them to the merge, which checks them on the whole.
+    public var thresholds: [String]?
     public var metrics: [Metric]
 
-    public init(duration: Double, shards: [Shard], metrics: [Metric]) {
+    /// A run's load began `at` (seconds since 1970, UTC; `time` is the same in RFC 3339).
+    public struct Start: Codable, Equatable, Sendable {
+        public var shard: Shard?
+        public var at: Double
+        public var time: String?
+
+        public init(shard: Shard?, at: Double) {
+            self.shard = shard
+            self.at = at
+        }
+    }
+
+    public init(duration: Double, shards: [Shard], starts: [Start] = [], thresholds: [String] = [], metrics: [Metric]) {
         self.duration = duration
         self.shards = shards
+        self.starts = starts.isEmpty ? nil : starts
+        self.thresholds = thresholds.isEmpty ? nil : thresholds
         self.metrics = metrics
+    }
+
+    /// The latest start minus the earliest: nil below two starts.
+    public var spreadOfStarts: Double? {
+        guard let starts, starts.count >= 2 else { return nil }
+        let times = starts.map(\.at)
+        return times.max()! - times.min()!
     }
 
     public enum MergeError: Error, CustomStringConvertible {
         case kindConflict(String)
         case notASummary(String)
+        case shards(String)
 
         public var description: String {
             switch self {
             case .kindConflict(let name): "metric '\(name)' is a different kind in different files"
-            case .notASummary(let why): why
+            case .notASummary(let why), .shards(let why): why
             }
+        }
+    }
+
+    /// Where a shard's summary goes when `--summary-json` names a directory:
+    /// `shard-I-of-N.json`, or `summary.json` for a run not split.
+    public static func fileName(shard: Shard?) -> String {
+        shard.map { "shard-\($0.index)-of-\($0.count).json" } ?? "summary.json"
+    }
+
+    /// Whether `name` is one of ``fileName(shard:)``'s shard files.
+    public static func isShardFileName(_ name: String) -> Bool {
+        let parts = name.split(separator: "-")
+        return parts.count == 4 && parts[0] == "shard" && Int(parts[1]) != nil && parts[2] == "of" && parts[3].hasSuffix(".json")
+            && Int(parts[3].dropLast(5)) != nil
+    }
+
+    /// The parts of one run, each shard once and none missing: what a merge of
+    /// a directory of shard files checks before it adds them up.
+    public static func checkWhole(_ parts: [MetricsSnapshot], in place: String) throws(MergeError) {
+        let shards = parts.flatMap(\.shards)
+        guard let count = shards.first?.count else { throw .shards("\(place): no shard files (shard-I-of-N.json, from run --summary-json DIR)") }
+        if let other = shards.first(where: { $0.count != count }) {
+            throw .shards("\(place): shards of \(count) and of \(other.count) together: one run's shards only")
+        }
+        var seen = Set<Int>()
+        for s in shards where !seen.insert(s.index).inserted {
+            throw .shards("\(place): shard \(s) twice")
+        }
+        let missing = (1...count).filter { !seen.contains($0) }
+        if !missing.isEmpty {
+            throw .shards("\(place): shard\(missing.count > 1 ? "s" : "") \(missing.map { "\($0)/\(count)" }.joined(separator: ", ")) missing (\(shards.count) of \(count) files)")
         }
     }
 
@@ -163,6 +225,8 @@ public struct MetricsSnapshot: Codable, Sendable {
         return MetricsSnapshot(
             duration: parts.map(\.duration).max() ?? 0,
             shards: parts.flatMap(\.shards).sorted { $0.index < $1.index },
+            starts: parts.flatMap { $0.starts ?? [] }.sorted { ($0.shard?.index ?? 0, $0.at) < ($1.shard?.index ?? 0, $1.at) },
+            thresholds: parts.flatMap { $0.thresholds ?? [] }.reduce(into: []) { all, t in if !all.contains(t) { all.append(t) } },
             metrics: order.compactMap { merged[$0] }
         )
     }
@@ -170,6 +234,12 @@ public struct MetricsSnapshot: Codable, Sendable {
     /// The file: each metric with its unit and figures computed now, beside its data.
     public func encoded() -> Data {
         var out = self
+        out.startSpread = spreadOfStarts
+        out.starts = starts?.map { start in
+            var start = start
+            start.time = StartAt.format(start.at)
+            return start
+        }
         for i in out.metrics.indices {
             out.metrics[i].unit = out.metrics[i].derivedUnit
             out.metrics[i].values = Figures(MetricStatistics(out.metrics[i], duration: duration))
@@ -296,7 +366,9 @@ extension MetricsSnapshot {
                     : String(repeating: " ", count: widths[i] - cell.count) + cell
             }.joined(separator: "  ").trimmingCharacters(in: .whitespaces)
         }
-        var out = "run: \(Self.number(duration)) s" + (shards.isEmpty ? "" : ", shards " + shards.map(\.description).joined(separator: " ")) + "\n"
+        var out = "run: \(Self.number(duration)) s" + (shards.isEmpty ? "" : ", shards " + shards.map(\.description).joined(separator: " "))
+        if let spread = spreadOfStarts { out += ", started \(Self.seconds(spread)) apart" }
+        out += "\n"
         out += ([line(header)] + rows.map(line)).joined(separator: "\n")
         return out + "\n"
     }

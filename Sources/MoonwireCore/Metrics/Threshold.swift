@@ -30,6 +30,9 @@ public struct Threshold: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(metric):\(statistic) \(comparison.rawValue) \(String(format: "%g", bound))" }
 
+    /// As `init(expression:)` reads it back, the bound exactly: how summary files keep it.
+    public var expression: String { "\(metric):\(statistic) \(comparison.rawValue) \(bound)" }
+
     /// `metric:statistic` and a condition such as `< 0.05`.
     public init(key: String, condition: String) throws(ParseError) {
         let parts = key.split(separator: ":", omittingEmptySubsequences: false)
@@ -92,6 +95,11 @@ public struct Threshold: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Threshold {
+    /// Each threshold once, in the order first given.
+    public static func unique(_ list: [Threshold]) -> [Threshold] {
+        list.reduce(into: []) { all, t in if !all.contains(t) { all.append(t) } }
+    }
+
     /// The report lines and whether every threshold held; `unknown` lists the
     /// thresholds naming a metric the run never had.
     public static func report(_ thresholds: [Threshold], against snapshot: MetricsSnapshot) -> (lines: [String], passed: Bool, unknown: [Threshold]) {

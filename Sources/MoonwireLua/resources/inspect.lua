@@ -90,7 +90,10 @@ function M.inspect(v, opts)
   local depth = 10
   if opts ~= nil then
     if type(opts) ~= "table" then
-      error(("bad argument #2 to 'mw.inspect' (table expected, got %s)"):format(type(opts)), 2)
+      -- mw.inspect(c:receive()) passes the message's kind on as opts: say so.
+      local hint = (opts == "text" or opts == "binary")
+        and "; c:receive, c:expect and c:request return the message and its kind: mw.inspect((c:expect(...))) keeps the message only" or ""
+      error(("bad argument #2 to 'mw.inspect' (table expected, got %s%s)"):format(type(opts), hint), 2)
     end
     for k, value in pairs(opts) do
       if k ~= "depth" then

@@ -6,7 +6,8 @@
 -- Design rules:
 --  * busted's vocabulary as globals (describe/context/insulate/expose,
 --    it/test/spec, pending, finally, randomize, the hooks) and luassert's
---    assert, spy, stub, mock and match; what a test does to luassert's state
+--    spy, stub, mock and match; luassert's assert in the test file's own
+--    environment (Lua's stays everywhere else); what a test does to luassert's state
 --    (spies, stubs, formatters) is reverted after it.
 --  * The file runs once to collect the tree, then tests run in order (or
 --    shuffled), each in a coroutine of its own, so that receive, request,
@@ -241,7 +242,16 @@ after_each = add_hook("after_each")
 setup = add_hook("setup")
 teardown = add_hook("teardown")
 lazy_setup, lazy_teardown, strict_setup, strict_teardown = setup, teardown, setup, teardown
-assert = assert_module
+-- As in busted, luassert's assert is the test file's: the file runs in an
+-- environment of its own where `assert` is luassert, and everything else is
+-- the globals (what it sets goes there too). Modules it requires, and the
+-- helper, keep Lua's assert: `assert(false, "msg")` there raises "msg".
+local spec_env = setmetatable({ assert = assert_module }, {
+  __index = _G,
+  __newindex = function(env, k, v)
+    if k == "assert" then rawset(env, k, v) else _G[k] = v end
+  end,
+})
 spy = require("luassert.spy")
 stub = require("luassert.stub")
 mock = require("luassert.mock")
@@ -388,9 +398,13 @@ local function run_bounded(fn)
     if callee then message = message .. " waiting in " .. callee end
     finish({ message = at and (at .. ": " .. message) or message, traceback = "" })
   end)
+  -- A callback can raise in the same loop turn as the body ends (a timer due
+  -- with the body's own mw.sleep): once finished, its error is left where the
+  -- check after the body finds it.
   on_uncaught = function()
+    if finished then return end
     local text = host.take_uncaught()
-    if finished or not text then return end
+    if not text then return end
     host.abandon(co)
     finish(uncaught_failure(text))
   end
@@ -575,7 +589,7 @@ local function main()
     if helper_chunk then ok, err = xpcall(helper_chunk, handler) end
     if not ok then return report(file, "error", host.wall_now(), { message = "helper " .. helper .. ": " .. err.message, traceback = err.traceback or "" }, file) end
   end
-  local chunk, compile_error = loadfile(file, "t")
+  local chunk, compile_error = loadfile(file, "t", spec_env)
   if not chunk then
     report(file, "error", host.wall_now(), { message = compile_error }, file)
   else

@@ -144,14 +144,25 @@ extension LifecycleTests {
         struct CloseCase: Sendable, CustomTestStringConvertible {
             var info: CloseInfo
             var onNormalClose: Bool
+            var stopCodes: Set<UInt16> = []
             var willReconnect: Bool
-            var testDescription: String { "\(info) onNormalClose=\(onNormalClose)" }
+            var testDescription: String { "\(info) onNormalClose=\(onNormalClose) stopCodes=\(stopCodes.sorted())" }
         }
 
         @Test(arguments: [
             CloseCase(info: peer(1000, "bye"), onNormalClose: false, willReconnect: false),
             CloseCase(info: peer(1000, "bye"), onNormalClose: true, willReconnect: true),
             CloseCase(info: peer(1001, "restart"), onNormalClose: false, willReconnect: true),
+            // A server restart says 1000 or 1001: both come back by default.
+            CloseCase(info: peer(1000, "restart"), onNormalClose: ReconnectPolicy().onNormalClose, willReconnect: true),
+            CloseCase(info: peer(1012, "service restart"), onNormalClose: true, willReconnect: true),
+            // "Do not come back": always 1003 and 1008, and the script's stop codes.
+            CloseCase(info: peer(1008, "banned"), onNormalClose: true, willReconnect: false),
+            CloseCase(info: peer(1003, "unsupported"), onNormalClose: true, willReconnect: false),
+            CloseCase(info: peer(4001, "logged in elsewhere"), onNormalClose: true, stopCodes: [4001], willReconnect: false),
+            CloseCase(info: peer(4002, "other"), onNormalClose: true, stopCodes: [4001], willReconnect: true),
+            // Our own 1008 (after a policy problem of the peer's) is not the peer's verdict.
+            CloseCase(info: CloseInfo(code: 1008, reason: "too slow", clean: true, initiator: .local), onNormalClose: true, willReconnect: true),
             CloseCase(info: peer(1005), onNormalClose: false, willReconnect: true),
             CloseCase(info: peer(1011, "oops"), onNormalClose: false, willReconnect: true),
             CloseCase(info: peer(4000, "app"), onNormalClose: false, willReconnect: true),
@@ -160,7 +171,7 @@ extension LifecycleTests {
             CloseCase(info: CloseInfo(code: 1009, reason: "too big", clean: false, initiator: .local), onNormalClose: true, willReconnect: true),
         ])
         func closesOfAnOpenConnection(_ c: CloseCase) {
-            var life = openLifecycle(ReconnectPolicy(onNormalClose: c.onNormalClose))
+            var life = openLifecycle(ReconnectPolicy(onNormalClose: c.onNormalClose, stopCodes: c.stopCodes))
             let actions = life.closed(c.info)
             if c.willReconnect {
                 #expect(actions == [.stopHeartbeat, report(c.info, willReconnect: true)])

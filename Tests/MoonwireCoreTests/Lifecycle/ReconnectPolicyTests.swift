@@ -12,8 +12,17 @@ extension LifecycleTests {
             #expect(policy.max == .seconds(30))
             #expect(policy.jitter == 0.2)
             #expect(policy.attempts == 10)
-            #expect(!policy.onNormalClose)
+            // A server that restarts says 1000 or 1001: the connection comes back.
+            #expect(policy.onNormalClose)
+            #expect(policy.stopCodes.isEmpty)
             #expect(!policy.retryHTTP)
+        }
+
+        @Test func codesThatMeanDoNotComeBack() {
+            let policy = ReconnectPolicy(stopCodes: [4001])
+            #expect([1000, 1001, 1006, 1011, 1012, 4000].allSatisfy { !policy.stops(afterPeerClose: $0) })
+            #expect([1003, 1008, 4001].allSatisfy { policy.stops(afterPeerClose: $0) })
+            #expect(ReconnectPolicy(onNormalClose: false).stops(afterPeerClose: 1000))
         }
 
         @Test(arguments: [(1, 1), (2, 2), (3, 4), (4, 8), (5, 16), (6, 30), (7, 30), (100, 30), (5_000, 30)])

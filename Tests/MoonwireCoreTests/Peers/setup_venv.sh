@@ -19,4 +19,8 @@ fi
 if ! "$VENV/bin/python" -c 'import strawberry, gql' 2>/dev/null; then
   "$VENV/bin/pip" install -q --disable-pip-version-check 'strawberry-graphql[aiohttp]>=0.240' 'gql[websockets]>=3.5' >&2
 fi
+# `ocpp` (mobilityhouse): the real central system and charge points of moonwire.ocpp's tests.
+if ! "$VENV/bin/python" -c 'import ocpp' 2>/dev/null; then
+  "$VENV/bin/pip" install -q --disable-pip-version-check 'ocpp>=2,<3' >&2
+fi
 echo "$VENV/bin/python"

@@ -1,15 +1,20 @@
 """Socket.IO v4 server for the scripting tests (python-socketio on aiohttp, in the venv).
 
-usage: python socketio_server.py
+usage: python socketio_server.py [--ping-interval S --ping-timeout S]
 Prints "READY <port>". Events: "chat" is answered with a "chat" event to the sender
 ("echo: <text>"); "add" is acknowledged with the sum of its arguments.
 """
+import argparse
 import asyncio
 
 import socketio
 from aiohttp import web
 
-sio = socketio.AsyncServer(async_mode="aiohttp")
+parser = argparse.ArgumentParser()
+parser.add_argument("--ping-interval", type=float, default=25)
+parser.add_argument("--ping-timeout", type=float, default=20)
+args = parser.parse_args()
+sio = socketio.AsyncServer(async_mode="aiohttp", ping_interval=args.ping_interval, ping_timeout=args.ping_timeout)
 app = web.Application()
 sio.attach(app)
 

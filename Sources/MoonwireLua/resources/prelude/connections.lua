@@ -345,12 +345,13 @@ local function contains(got, want)
   return true
 end
 
--- The match of c:request and c:expect: a function(msg) -> truthy, a Lua
+-- The match of c:request and c:expect: a function(msg, kind) -> truthy, a Lua
 -- pattern (for string messages), or a table that must be a subset of the
--- decoded message.
-local function matcher(match, argn, fname)
+-- decoded message; nil (with `allow_any`) takes any message.
+local function matcher(match, argn, fname, allow_any)
   local t = type(match)
   if t == "function" then return match end
+  if match == nil and allow_any then return function() return true end end
   if t == "string" then
     local err = pattern_error(match)
     if err then error(("bad argument #%d to '%s' (bad Lua pattern %q: %s)"):format(argn, fname, match, err), 3) end
@@ -402,7 +403,7 @@ local function inbox_take(self, st, match)
   if q == NONE then return nil end
   for i = q.head, q.tail do
     local item = q[i]
-    if not item.failed and match(item[1]) then
+    if not item.failed and match(item[1], item[2]) then
       table.move(q, i + 1, q.tail, i)
       q[q.tail] = nil
       q.tail = q.tail - 1
@@ -476,9 +477,28 @@ local function latency_start()
   return started
 end
 
+-- The last argument of c:expect and c:request: seconds, or { timeout =, kind = }.
+-- Returns the timeout and `match` narrowed to messages of that kind.
+local function wait_options(fname, argn, opts, match)
+  if type(opts) ~= "table" then return opts, match end
+  local timeout, kind = opts.timeout, opts.kind
+  for k in pairs(opts) do
+    if k ~= "timeout" and k ~= "kind" then
+      error(("bad argument #%d to '%s' (unknown option 'opts.%s'; the options are timeout and kind)"):format(argn, fname, tostring(k)), user_level(3))
+    end
+  end
+  if kind ~= nil and not KINDS[kind] then
+    error(("bad argument #%d to '%s' (opts.kind: \"text\" or \"binary\" expected, got %s)")
+      :format(argn, fname, type(kind) == "string" and ("%q"):format(kind) or type(kind)), user_level(3))
+  end
+  if kind == nil then return timeout, match end
+  return timeout, function(msg, k) return k == kind and match(msg, k) end
+end
+
 function methods.request(self, message, match, timeout)
   local st = state_of(self, "c:request")
-  match = matcher(match, 2, "c:request")
+  match = matcher(match, 2, "c:request", true)
+  timeout, match = wait_options("c:request", 3, timeout, match)
   running_coroutine("c:request")
   if message == nil then bad_argument(1, "c:request", "message", message) end
   local started = latency_start()
@@ -494,7 +514,8 @@ end
 -- is recorded in expect_latency.
 function methods.expect(self, match, timeout)
   local st = state_of(self, "c:expect")
-  match = matcher(match, 1, "c:expect")
+  match = matcher(match, 1, "c:expect", true)
+  timeout, match = wait_options("c:expect", 2, timeout, match)
   local started = latency_start()
   -- A message that arrived before (kept in the inbox, no on_message handler) counts.
   local kept = inbox_take(self, st, match)
@@ -579,7 +600,7 @@ function events.message(c, message, kind, err, raw)
   if st.waiters[1] then
     local received = false
     local taken = wake(st, function(w)
-      if w.match then return w.match(message) and true or false end
+      if w.match then return w.match(message, kind) and true or false end
       if w.kind == "receive" and not received then
         received = true
         return true

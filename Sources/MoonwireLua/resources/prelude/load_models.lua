@@ -7,7 +7,7 @@ local session_of, intended_start = prelude.session_of, prelude.intended_start
 local methods, raw_state = prelude.connection_methods, prelude.raw_state
 local metric_register, metric_add, metric_set, metric_change, metric_observe =
   host.metric_register, host.metric_add, host.metric_set, host.metric_change, host.metric_observe
-local now = host.now
+local now, load_start, load_began = host.now, host.load_start, host.load_began
 -- As glue.lua's print holds it: a script that replaces the global changes no message here.
 local tostring = tostring
 
@@ -72,7 +72,8 @@ function mw.rate(opts)
   local in_flight_gauge = metric_register("gauge", "in_flight", tags)
 
   local waiting = waiter_for()
-  local started_at = now()
+  -- Now, or run --start-at's instant while it is ahead: the first tick waits for it.
+  local started_at = load_start()
   local stage_index, stage_base, in_stage, sequence = 1, started_at, 0, 0
   -- The intended time of this shard's next start: the global schedule's
   -- starts numbered i with i % shards == shard - 1, so the shards together
@@ -101,7 +102,13 @@ function mw.rate(opts)
       resume(co)
     end
   end
+  local began = false
   local function start(intended, number)
+    if not began then
+      -- When the schedule actually began: this start's time less its place in it.
+      began = true
+      load_began(intended - started_at)
+    end
     if in_flight >= max_in_flight then
       metric_add(missed, 1)
       missed_count = missed_count + 1
@@ -190,7 +197,8 @@ function mw.vus(opts)
   local latency = metric_register("histogram", "iteration_duration", tags)
   local count = opts.count
   local waiting = waiter_for()
-  local started_at = now()
+  local started_at = load_start()
+  local delay = math.max(0, started_at - now())
   local mine, running = 0, 0
   local result = { started = 0, iterations = 0, closed = 0 }
   local function maybe_wake()
@@ -215,7 +223,9 @@ function mw.vus(opts)
   for id = 1, count do
     if (id - 1) % shards == shard - 1 then
       mine = mine + 1
-      host.after(ramp * (id - 1) / count, function()
+      local offset = ramp * (id - 1) / count
+      host.after(delay + offset, function()
+        load_began(offset)
         mine = mine - 1
         running = running + 1
         result.started = result.started + 1

@@ -7,6 +7,9 @@ local abandoned, waiting_in = prelude.abandoned, prelude.waiting_in
 local events, conns, server_events, servers = prelude.events, prelude.conns, prelude.server_events, prelude.servers
 
 package.loaded.moonwire = mw
+-- `moonwire run`: the script's folder and --lua-path come first (host.lua_path).
+package.path = host.lua_path .. package.path
+package.cpath = host.lua_cpath .. package.cpath
 -- The modules shipped in the binary (require "moonwire.mqtt"): searched right after
 -- package.preload, before package.path.
 local bundled_module = host.bundled_module
@@ -29,6 +32,8 @@ local internal = {
   resume = resume,
   after = host.after,
   abandon = function(co) abandoned[co] = true end,
+  -- What mw.exit raises, for code that catches errors and must let it pass.
+  exit_sentinel = host.exit_sentinel,
   waiting_in = function(co) return waiting_in[co] end,
   adopt_server = prelude.adopt_server,
   -- A test is over: what it opened hears nothing more (handlers, waiters).

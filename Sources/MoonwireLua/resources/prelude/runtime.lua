@@ -167,7 +167,8 @@ end
 -- c:receive) from its top level.
 local function start(main, script, ...)
   mw.args = { ... }
-  arg = { [-1] = "moonwire", [0] = script, ... }
+  -- arg[-1]: the interpreter, as lua puts it there ("/usr/bin/moonwire lua").
+  arg = { [-1] = host.interpreter, [0] = script, ... }
   resume(coroutine.create(main), ...)
 end
 

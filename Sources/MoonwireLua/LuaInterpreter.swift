@@ -1,0 +1,159 @@
+import CLua
+import CLuaShim
+import Logging
+import NIOCore
+
+/// `moonwire lua`: lua5.4's command line and REPL (resources/interpreter.lua) in a
+/// script's Lua state, with `mw` loaded and the event loop running. The command line
+/// parses the options into a ``Plan``; the REPL's lines come from whoever reads the
+/// terminal, one per `ask`, through ``enter(_:)``.
+///
+/// As in `lua`, nothing limits how long a chunk computes (the callback limits of
+/// `moonwire run` are off unless the script sets them with `mw.limits`).
+///
+/// ```swift
+/// let interpreter = LuaInterpreter(eventLoop: loop, plan: plan, logger: logger, io: .init(
+///     writeLine: { print($0) }, writeError: { fputs($0, stderr) }, ask: { prompt in console.ask(prompt) }))
+/// let code = try interpreter.run().wait()   // console lines go to interpreter.enter(line)
+/// ```
+public final class LuaInterpreter: @unchecked Sendable {
+    /// What lua5.4's command line asks for, in its order: LUA_INIT (unless
+    /// `ignoreEnvironment`), the steps, the script, then the REPL.
+    public struct Plan: Sendable {
+        public enum Step: Sendable {
+            /// `-e stat`
+            case execute(String)
+            /// `-l mod` or `-l g=mod`
+            case require(String)
+            /// `-W`
+            case warnings
+        }
+
+        public var steps: [Step] = []
+        /// The whole command line, `argv[0]` being the interpreter: `arg` is made of it.
+        public var argv: [String] = []
+        /// Where the script is in `argv`, if there is one.
+        public var script: Int?
+        /// The script is read from stdin (`-`, or nothing given and stdin is no terminal).
+        public var scriptFromStdin = false
+        /// The REPL runs last (`-i`, or nothing given at a terminal).
+        public var interactive = false
+        /// `-E`: LUA_INIT, LUA_PATH and LUA_CPATH are not read.
+        public var ignoreEnvironment = false
+
+        public init() {}
+    }
+
+    /// Where the interpreter's output goes and how it asks for a line.
+    public struct IO {
+        /// One line of `print` (without its newline); nil: stdout.
+        public var writeLine: ((UnsafeRawBufferPointer) -> Void)?
+        /// Error reports, each ending with a newline.
+        public var writeError: (String) -> Void
+        /// Show the prompt and read a line; the answer comes back through ``enter(_:)``.
+        public var ask: (String) -> Void
+
+        public init(writeLine: ((UnsafeRawBufferPointer) -> Void)?, writeError: @escaping (String) -> Void, ask: @escaping (String) -> Void) {
+            self.writeLine = writeLine
+            self.writeError = writeError
+            self.ask = ask
+        }
+    }
+
+    public let runtime: ScriptRuntime
+    private let plan: Plan
+    private let io: IO
+    /// The REPL's coroutine, waiting for its next line.
+    private var lineWaiter: LuaReference?
+    private var functionEntries: [LuaFunctionEntry] = []
+
+    public init(eventLoop: EventLoop, plan: Plan, logger: Logger, io: IO) {
+        self.plan = plan
+        self.io = io
+        var options = ScriptRuntime.Options(
+            keepGoing: plan.interactive, logger: logger, reportError: { io.writeError($0 + "\n") }
+        )
+        options.defaultLimits = ScriptLimits(callbackWarning: 0, callbackTimeout: 0)
+        options.ignoreEnvironment = plan.ignoreEnvironment
+        options.writeLine = io.writeLine
+        runtime = ScriptRuntime(eventLoop: eventLoop, options: options)
+        // The REPL ends the state itself (end of input, mw.exit, os.exit), not a moment
+        // when nothing is open.
+        runtime.heldOpen = plan.interactive
+    }
+
+    /// Runs the plan; the future is the exit code.
+    public func run() -> EventLoopFuture<Int32> {
+        runtime.eventLoop.flatSubmit { [self] in
+            installHost()
+            var arguments = [
+                (plan.interactive ? "i" : "") + (plan.ignoreEnvironment ? "E" : "") + (plan.scriptFromStdin ? "s" : ""),
+                String(plan.script ?? 0), String(plan.steps.count),
+            ]
+            for step in plan.steps {
+                switch step {
+                case .execute(let code): arguments += ["e", code]
+                case .require(let module): arguments += ["l", module]
+                case .warnings: arguments += ["W", ""]
+                }
+            }
+            let name = plan.script.map { plan.argv[$0] } ?? plan.argv[0]
+            return runtime.run(
+                chunk: PackageResources.interpreter_lua, name: "@moonwire/interpreter.lua", scriptName: name,
+                arguments: arguments + plan.argv
+            )
+        }
+    }
+
+    /// A line the REPL asked for, or nil at the end of input. From any thread.
+    public func enter(_ line: String?) {
+        runtime.eventLoop.execute { [self] in
+            guard let waiter = lineWaiter, !runtime.finished else { return }
+            lineWaiter = nil
+            let lua = runtime.lua
+            lua.push(waiter)
+            lua.release(waiter)
+            if let line { lua.push(line) } else { lua.pushNil() }
+            runtime.callIntoLua(arguments: 1)
+        }
+    }
+
+    /// What `lua -v` prints: "Lua 5.4.4  Copyright (C) 1994-2022 Lua.org, PUC-Rio".
+    public static var copyright: String { String(cString: mw_lua_copyright()) }
+
+    /// SIGINT or SIGTERM: close everything and end with 128 + the signal.
+    public func shutdown(signal: Int32) {
+        runtime.shutdown(signal: signal)
+    }
+
+    /// `mw._interpreter_host`: the prelude's internals plus the functions below.
+    private func installHost() {
+        let lua = runtime.lua
+        guard let internals = runtime.preludeInternals else { return }
+        lua.getGlobal("mw")
+        lua.push(internals)
+        for (key, entry) in Self.functions.bound(to: self, keeping: &functionEntries) {
+            lua.push(function: LuaFunctionEntry.enter, context: entry.context)
+            lua.setField(key, table: -2)
+        }
+        lua.setField("_interpreter_host", table: -2)
+        lua.pop()
+    }
+
+    private static let functions = LuaFunctions<LuaInterpreter>.functions(of: "interpreter_host", [
+        // read_line(prompt, fn): fn(line) once the line is there (nil at the end of input).
+        LuaFunction("read_line", shownAs: "read_line") { interpreter, args in
+            let prompt = try args.string(1)
+            try args.function(2)
+            args.lua.pushValue(args.index(2))
+            if let old = interpreter.lineWaiter { args.lua.release(old) }
+            interpreter.lineWaiter = args.lua.reference()
+            interpreter.io.ask(prompt)
+            return 0
+        },
+        LuaFunction("write_error", shownAs: "write_error") { interpreter, args in
+            interpreter.io.writeError(try args.string(1))
+            return 0
+        },
+    ])
+}

@@ -1,0 +1,2 @@
+-- What a module sees as its globals.
+return { assert = assert }

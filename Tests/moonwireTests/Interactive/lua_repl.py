@@ -1,0 +1,132 @@
+"""Drives `moonwire lua` as a person does: its REPL through a pseudo-terminal (pexpect),
+against a Python websockets echo server started here.
+
+usage: python lua_repl.py MOONWIRE CASE      (run by LuaCommandTests.swift)
+Exits 0 when the case holds; otherwise prints what was expected and what was seen.
+Every wait has a deadline; nothing sleeps for an event that can be awaited.
+"""
+import asyncio
+import os
+import queue
+import re
+import shutil
+import sys
+import tempfile
+import threading
+
+import pexpect
+from websockets.asyncio.server import serve
+from websockets.exceptions import ConnectionClosed
+
+MOONWIRE = sys.argv[1]
+DEADLINE = 30  # seconds: for any single wait
+HOME = tempfile.mkdtemp(prefix="moonwire-lua-")
+
+
+class EchoServer:
+    """websockets in a thread of its own: echoes every message; records how clients closed."""
+
+    def __init__(self):
+        self.closes = queue.Queue()
+        ready = threading.Event()
+
+        async def handler(ws):
+            try:
+                async for message in ws:
+                    await ws.send(message)
+            except ConnectionClosed:
+                pass
+            rcvd = ws.protocol.close_rcvd
+            self.closes.put(rcvd.code if rcvd else None)
+
+        async def main():
+            async with serve(handler, "127.0.0.1", 0) as server:
+                self.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+                ready.set()
+                await asyncio.Future()
+
+        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+        assert ready.wait(DEADLINE), "the websockets server did not start"
+
+
+def spawn(*args):
+    env = dict(os.environ, HOME=HOME, TERM="xterm", COLUMNS="120", LINES="40")
+    child = pexpect.spawn(MOONWIRE, ["lua", *args], env=env, encoding="utf-8", timeout=DEADLINE, dimensions=(40, 120))
+    child.logfile_read = sys.stdout
+    return child
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+PROMPT = "\r\n> "
+
+
+def case_tty_echo():
+    """Connect at the prompt, send, see the echo printed by a handler; multi-line input;
+    a message printed while a line is half typed; Ctrl-D exits 0 and closes with 1001."""
+    server = EchoServer()
+    c = spawn()
+    c.expect(re.escape("Lua 5.4"))
+    c.expect("> ")
+    c.sendline(f'c = mw.connect("{server.url}")')
+    c.expect(PROMPT)
+    c.sendline('c:on_message(function(_, m) print("got " .. m) end)')
+    c.expect(PROMPT)
+    c.sendline('c:send("hello")')
+    c.expect("got hello")
+    # A bare expression and =expr print through mw.inspect.
+    c.sendline("=c:state()")
+    c.expect('"open"')
+    c.sendline("mw.json.decode('[1,2]')")
+    c.expect(re.escape("{ 1, 2 }"))
+    # An incomplete chunk asks for more with >>.
+    c.sendline("for i = 1, 2 do")
+    c.expect(">> ")
+    c.sendline('c:send("n" .. i)')
+    c.expect(">> ")
+    c.sendline("end")
+    c.expect("got n1")
+    c.expect("got n2")
+    c.expect("> ")
+    # A chunk can wait, as a script's main chunk can.
+    c.sendline('c:send("waited") mw.sleep(0.05) print("after the sleep")')
+    c.expect("got waited")
+    c.expect("after the sleep")
+    c.expect("> ")
+    # A message arriving while a line is half typed prints above it; the line survives.
+    c.sendline('mw.after(0.3, function() c:send("late") end)')
+    c.expect(PROMPT)
+    c.send("x = 4")
+    c.expect("got late")
+    c.sendline("2")
+    c.expect(PROMPT)
+    c.sendline("=x")
+    c.expect("\r\n42\r\n")
+    # Errors print with their place and the REPL goes on.
+    c.sendline('error("boom")')
+    c.expect(re.escape("stdin:1: boom"))
+    c.expect("> ")
+    c.sendeof()
+    c.expect(pexpect.EOF)
+    c.close()
+    check(c.exitstatus == 0, f"exit status {c.exitstatus}, signal {c.signalstatus}")
+    code = server.closes.get(timeout=DEADLINE)
+    check(code == 1001, f"the connection closed with {code}, not 1001 (going away)")
+
+
+def main():
+    name = sys.argv[2]
+    try:
+        globals()["case_" + name]()
+    except (AssertionError, pexpect.ExceptionPexpect, queue.Empty) as error:
+        print(f"\nFAILED {name}: {error}", flush=True)
+        sys.exit(1)
+    finally:
+        shutil.rmtree(HOME, ignore_errors=True)
+    print(f"\nPASSED {name}", flush=True)
+
+
+main()
