@@ -53,6 +53,24 @@ let package = Package(
             cSettings: [.unsafeFlags(["-O2"])],
             cxxSettings: [.unsafeFlags(["-O2", "-fno-exceptions", "-fno-rtti"])]
         ),
+        // mw.msgpack and mw.cbor: native decoders and encoder in C, bytes straight to Lua
+        // values and back, with mw.json's markers (bench/formats: as fast as a codec on
+        // Debian's msgpack-c, faster than one on libcbor; docs/formats.md).
+        .target(
+            name: "CMoonPack",
+            dependencies: ["CLua", "CMoonJSON"],
+            cSettings: [.unsafeFlags(["-O2"])]
+        ),
+        // mw.protobuf: Debian's libprotobuf parses .proto files at run time (C++, no Lua);
+        // C walks the descriptors between the wire bytes and Lua tables. pkg-config's
+        // `protobuf` is just -lprotobuf; the parser (compiler::Importer) is in it too.
+        .target(
+            name: "CMoonProto",
+            dependencies: ["CLua"],
+            cSettings: [.unsafeFlags(["-O2"])],
+            cxxSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("protobuf")]
+        ),
         .target(
             name: "MoonwireCore",
             dependencies: [
@@ -75,7 +93,7 @@ let package = Package(
         ),
         .target(
             name: "MoonwireLua",
-            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "MoonwireCore"],
+            dependencies: ["CLua", "CLuaShim", "CMoonJSON", "CMoonPack", "CMoonProto", "MoonwireCore"],
             resources: [
                 .embedInCode("resources/prelude/runtime.lua"),
                 .embedInCode("resources/prelude/connections.lua"),
@@ -87,9 +105,12 @@ let package = Package(
                 .embedInCode("resources/test_runner.lua"),
                 .embedInCode("resources/interpreter.lua"),
                 .embedInCode("resources/json.lua"),
+                .embedInCode("resources/protobuf.lua"),
+                .embedInCode("resources/protobuf_console.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),
+                .embedInCode("resources/connect_protocol.lua"),
                 // The protocol modules (BundledModules.swift lists them for require).
                 .embedInCode("resources/modules/moonwire/socketio.lua"),
                 .embedInCode("resources/modules/moonwire/graphql_ws.lua"),
@@ -158,12 +179,14 @@ if ProcessInfo.processInfo.environment["MOONWIRE_FUZZ"] != nil {
             "MoonwireCore",
             "MoonwireLua",
             "LuaCoverage",
+            "CMoonPack",
+            "CMoonProto",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
         ],
         path: "Fuzz/MoonwireFuzz",
-        resources: [.embedInCode("lua_json.lua")],
+        resources: [.embedInCode("lua_json.lua"), .embedInCode("lua_pack.lua"), .embedInCode("lua_protobuf.lua")],
         swiftSettings: [.unsafeFlags(["-parse-as-library"])]
     ))
     package.products.append(.executable(name: "moonwire-fuzz", targets: ["moonwire-fuzz"]))

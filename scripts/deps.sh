@@ -12,6 +12,9 @@ pkg-config --exists lua5.4 2>/dev/null || need+=(liblua5.4-dev pkg-config)
 pkg-config --exists libedit 2>/dev/null || need+=(libedit-dev)
 # RapidJSON (header-only): the parser under the native mw.json (Sources/CMoonJSON).
 [ -f /usr/include/rapidjson/reader.h ] || need+=(rapidjson-dev)
+# libprotobuf's .proto parser and descriptors (libprotoc-dev has the parser's headers):
+# mw.protobuf (Sources/CMoonProto).
+[ -f /usr/include/google/protobuf/compiler/importer.h ] || need+=(libprotobuf-dev libprotoc-dev)
 # The test peers: Debian's node-ws, a venv for Python websockets, openssl for test certificates,
 # mosquitto, tinyproxy and microsocks.
 if [ "${1:-}" = "--test" ]; then
@@ -38,6 +41,8 @@ if [ "${1:-}" = "--test" ]; then
     command -v busted >/dev/null 2>&1 || need+=(lua-busted)
     # luacheck 1.1: examples/ must lint clean with the std `moonwire init` writes.
     command -v luacheck >/dev/null 2>&1 || need+=(lua-check)
+    # protoc writes the descriptor sets Python's protobuf reads in scripts/protobuf_diff.sh.
+    command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 fi
 if ! command -v swift >/dev/null 2>&1; then
     echo "moonwire: swift is not on PATH; install Swift 6 first (https://www.swift.org/install/linux/)" >&2

@@ -11,7 +11,10 @@
 # http-response (the upgrade handshake through the server's and client's pipelines),
 # tcp-line, tcp-delimiter, tcp-fixed, tcp-length (the TCP framing decoders), lua-json
 # (mw.json: values built from the input through encode and decode, and decode of the
-# raw input).
+# raw input), lua-msgpack and lua-cbor (mw.msgpack and mw.cbor: decode of the raw
+# input, and what decodes re-encodes to a fixed point), protobuf (mw.protobuf's decoder
+# on any bytes as each type of scripts/protobuf_diff's corpus, and the round trip of
+# what it decodes).
 #
 # Builds Fuzz/MoonwireFuzz optimized (-c release) with -sanitize=fuzzer,address (C and
 # C++ too: the native mw.json is checked and coverage-guided like the Swift code) in
@@ -28,7 +31,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length lua-json"
+targets="ws-client ws-server ws-client-deflate ws-server-deflate http-request http-response tcp-line tcp-delimiter tcp-fixed tcp-length lua-json lua-msgpack lua-cbor protobuf"
 die() { echo "fuzz: $*" >&2; exit 2; }
 # A failed check (fatalError) goes straight to libFuzzer's crash report; Swift's own
 # backtracer would read memory AddressSanitizer forbids and report itself instead.
@@ -83,7 +86,7 @@ seeds=(); [ -d "Fuzz/corpus/$target" ] && seeds=("Fuzz/corpus/$target")
 dict=(); [ -f "Fuzz/dict/${target%%-*}.dict" ] && dict=(-dict="Fuzz/dict/${target%%-*}.dict")
 # The Lua state lives across inputs, so its allocations never balance per input and
 # libFuzzer's leak check (a heap scan after each new input) would find nothing but cost time.
-leaks=(); [ "$target" = lua-json ] && leaks=(-detect_leaks=0)
+leaks=(); [ "${target%%-*}" = lua ] && leaks=(-detect_leaks=0)
 echo "fuzz: $target for ${seconds}s" >&2
 MOONWIRE_FUZZ_TARGET="$target" "$bin" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 \
     -print_final_stats=1 -artifact_prefix="Fuzz/crashes/$target-" "${dict[@]}" "${leaks[@]}" \

@@ -25,6 +25,9 @@ rm -rf "$lint"
 echo "== moonwire test examples/tests" >&2
 "$bin" test examples/tests
 
+echo "== scripts/formats/diff.py: mw.msgpack and mw.cbor against Python's msgpack and cbor2" >&2
+"$(Tests/MoonwireCoreTests/Peers/setup_venv.sh)" scripts/formats/diff.py "$bin"
+
 echo "== moonwire test --virtual-time examples/tests" >&2
 "$bin" test --virtual-time examples/tests
 
@@ -33,6 +36,13 @@ echo "== moonwire run examples/load_rate.lua (half a second, thresholds gate)" >
 
 echo "== moonwire run examples/load_vus.lua (one second: each VU's connection closed, the run ends)" >&2
 "$bin" run --summary examples/load_vus.lua - 5 1
+
+echo "== moonwire run examples/protobuf_bot.lua (serves itself: login, welcome, say, echo)" >&2
+out=$("$bin" run examples/protobuf_bot.lua)
+grep -q '^got "echo: hi" tagged greeting$' <<<"$out" || { echo "$out" >&2; exit 1; }
+
+echo "== mw.protobuf against Python's protobuf (scripts/protobuf_diff.sh)" >&2
+scripts/protobuf_diff.sh "$bin"
 
 echo "== swift test" >&2
 swift test --skip-build

@@ -43,23 +43,39 @@ static inline unsigned key_slot(const char *s, size_t n) {
     return (h ^ (h >> 15)) % KEY_SLOTS;
 }
 
-/* Stack slots of the build step (see build): 1 tape, 2 null, 3 array_mt,
- * 4 object_mt, 5 key strings, 6 key cache. */
-static void push_key(lua_State *L, key_cache *cache, const char *s, size_t n) {
+/* The key strings table is in stack slot `strings` (5 in the build step: 1 tape,
+ * 2 null, 3 array_mt, 4 object_mt, 5 key strings, 6 key cache). */
+static inline void push_key_at(lua_State *L, key_cache *cache, int strings, const char *s, size_t n) {
     if (n == 0 || n > KEY_MAX) {
         lua_pushlstring(L, s, n);
         return;
     }
     unsigned slot = key_slot(s, n);
     if (cache->len[slot] == n && memcmp(cache->bytes[slot], s, n) == 0) {
-        lua_rawgeti(L, 5, (lua_Integer)slot + 1);
+        lua_rawgeti(L, strings, (lua_Integer)slot + 1);
         return;
     }
     lua_pushlstring(L, s, n);
     lua_pushvalue(L, -1);
-    lua_rawseti(L, 5, (lua_Integer)slot + 1);
+    lua_rawseti(L, strings, (lua_Integer)slot + 1);
     cache->len[slot] = (uint8_t)n;
     memcpy(cache->bytes[slot], s, n);
+}
+
+#define push_key(L, cache, s, n) push_key_at(L, cache, 5, s, n)
+
+void *mwj_key_cache_push(lua_State *L) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &slots_key) != LUA_TTABLE) return NULL; /* nil pushed */
+    lua_rawgeti(L, -1, 5);
+    key_cache *cache = (key_cache *)lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    lua_rawgeti(L, -1, 4);
+    lua_replace(L, -2);
+    return cache;
+}
+
+void mwj_push_key(lua_State *L, void *cache, int strings, const char *s, size_t n) {
+    push_key_at(L, (key_cache *)cache, strings, s, n);
 }
 
 static size_t build_value(lua_State *L, const mwj_tape *tape, key_cache *keys, size_t at) {

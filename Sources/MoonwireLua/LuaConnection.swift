@@ -17,9 +17,9 @@ final class LuaConnection: ManagedConnectionDelegate {
     let connection: ManagedConnection
     let closeTimeout: TimeAmount
     var handle: LuaReference?
-    /// `codec = "json"`: messages are decoded from their bytes and sends encoded
-    /// straight into the frame, by the native codec.
-    var jsonCodec = false
+    /// `codec = "json"`, `"msgpack"` or `"cbor"`: messages are decoded from their bytes
+    /// and sends encoded straight into the frame, by the native codec.
+    var codec: NativeCodec?
 
     init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount) {
         self.runtime = runtime
@@ -41,7 +41,7 @@ final class LuaConnection: ManagedConnectionDelegate {
     }
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
-        runtime?.dispatch(.message, for: self) { lua in lua.pushMessage(message, kind: kind, json: jsonCodec) }
+        runtime?.dispatch(.message, for: self) { lua in lua.pushMessage(message, kind: kind, codec: codec) }
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {

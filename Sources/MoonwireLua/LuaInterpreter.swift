@@ -52,23 +52,65 @@ public final class LuaInterpreter: @unchecked Sendable {
         public var writeError: (String) -> Void
         /// Show the prompt and read a line; the answer comes back through ``enter(_:)``.
         public var ask: (String) -> Void
+        /// What a driver shows (`host.show`); nil: the driver has nothing to show.
+        public var show: ((Shown) -> Void)?
 
-        public init(writeLine: ((UnsafeRawBufferPointer) -> Void)?, writeError: @escaping (String) -> Void, ask: @escaping (String) -> Void) {
+        public init(
+            writeLine: ((UnsafeRawBufferPointer) -> Void)?, writeError: @escaping (String) -> Void, ask: @escaping (String) -> Void,
+            show: ((Shown) -> Void)? = nil
+        ) {
             self.writeLine = writeLine
             self.writeError = writeError
             self.ask = ask
+            self.show = show
         }
+    }
+
+    /// A line a driver shows: a message (`isMessage`: a packet or event of the protocol,
+    /// decoded) or an event of the session (connected, subscribed, an error).
+    public struct Shown: Sendable {
+        /// What it is, for machine output: "publish", "event", "open", "error" ...
+        public var kind: String
+        /// "in", "out" or "local".
+        public var direction: String
+        public var text: String
+        public var isMessage: Bool
+        public var isError: Bool
+    }
+
+    /// A shipped Lua program run in the interpreter's place, with the same host.
+    private struct Driver {
+        var chunk: [UInt8]
+        var name: String
+        var arguments: [String]
     }
 
     public let runtime: ScriptRuntime
     private let plan: Plan
+    private let driver: Driver?
     private let io: IO
     /// The REPL's coroutine, waiting for its next line.
     private var lineWaiter: LuaReference?
     private var functionEntries: [LuaFunctionEntry] = []
 
-    public init(eventLoop: EventLoop, plan: Plan, logger: Logger, io: IO) {
+    public convenience init(eventLoop: EventLoop, plan: Plan, logger: Logger, io: IO) {
+        self.init(eventLoop: eventLoop, plan: plan, driver: nil, logger: logger, io: io)
+    }
+
+    /// `moonwire connect --protocol`: resources/connect_protocol.lua, with `arguments`
+    /// (the protocol, the URL, the options as JSON), reading lines and showing what
+    /// happens through `io` until it ends itself.
+    public static func connectProtocol(eventLoop: EventLoop, arguments: [String], logger: Logger, io: IO) -> LuaInterpreter {
+        var plan = Plan()
+        plan.interactive = true
+        plan.argv = ["moonwire connect"]
+        let driver = Driver(chunk: PackageResources.connect_protocol_lua, name: "@moonwire/connect_protocol.lua", arguments: arguments)
+        return LuaInterpreter(eventLoop: eventLoop, plan: plan, driver: driver, logger: logger, io: io)
+    }
+
+    private init(eventLoop: EventLoop, plan: Plan, driver: Driver?, logger: Logger, io: IO) {
         self.plan = plan
+        self.driver = driver
         self.io = io
         var options = ScriptRuntime.Options(
             keepGoing: plan.interactive, logger: logger, reportError: { io.writeError($0 + "\n") }
@@ -86,6 +128,9 @@ public final class LuaInterpreter: @unchecked Sendable {
     public func run() -> EventLoopFuture<Int32> {
         runtime.eventLoop.flatSubmit { [self] in
             installHost()
+            if let driver {
+                return runtime.run(chunk: driver.chunk, name: driver.name, scriptName: plan.argv[0], arguments: driver.arguments)
+            }
             var arguments = [
                 (plan.interactive ? "i" : "") + (plan.ignoreEnvironment ? "E" : "") + (plan.scriptFromStdin ? "s" : ""),
                 String(plan.script ?? 0), String(plan.steps.count),
@@ -153,6 +198,14 @@ public final class LuaInterpreter: @unchecked Sendable {
         },
         LuaFunction("write_error", shownAs: "write_error") { interpreter, args in
             interpreter.io.writeError(try args.string(1))
+            return 0
+        },
+        // show(what, kind, direction, text): what is "message", "event" or "error".
+        LuaFunction("show", shownAs: "show") { interpreter, args in
+            let what = try args.string(1)
+            interpreter.io.show?(Shown(
+                kind: try args.string(2), direction: try args.string(3), text: try args.string(4),
+                isMessage: what == "message", isError: what == "error"))
             return 0
         },
     ])

@@ -14,16 +14,16 @@ extension LuaState {
     }
 
     /// A received message for the prelude's message dispatchers: `message, kind`; with
-    /// the JSON codec the value decoded from the buffer's bytes (no Lua string on the
+    /// a native codec the value decoded from the buffer's bytes (no Lua string on the
     /// way), and when they do not decode `nil, kind, err, raw` (the raw message as a string).
     /// Returns the number of values pushed.
-    func pushMessage(_ message: ByteBuffer, kind: MessageKind, json: Bool) -> Int32 {
-        guard json else {
+    func pushMessage(_ message: ByteBuffer, kind: MessageKind, codec: NativeCodec?) -> Int32 {
+        guard let codec else {
             message.withUnsafeReadableBytes { push(bytes: $0) }
             push(kind: kind)
             return 2
         }
-        let status = message.withUnsafeReadableBytes { mw_json_decode_bytes(L, $0.baseAddress, $0.count) }
+        let status = message.withUnsafeReadableBytes { codec.decode(L, $0) }
         if status != LUA_OK {
             // Only running out of memory gets here: the message as a decode error.
             let error = popString()

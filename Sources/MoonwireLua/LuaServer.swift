@@ -12,9 +12,9 @@ final class LuaServer: MessageServerDelegate {
     var handle: LuaReference?
     /// The Lua side of every open peer, by the Core peer's id.
     var peers: [Int: LuaPeer] = [:]
-    /// `codec = "json"`: messages are decoded from their bytes and sends encoded
-    /// straight into the frame, by the native codec.
-    var jsonCodec = false
+    /// `codec = "json"`, `"msgpack"` or `"cbor"`: messages are decoded from their bytes
+    /// and sends encoded straight into the frame, by the native codec.
+    var codec: NativeCodec?
     /// Sees every event first (`moonwire listen --script` prints them); it reports the
     /// server's own failures then, instead of the runtime's log.
     var observer: MessageServerDelegate?
@@ -27,7 +27,7 @@ final class LuaServer: MessageServerDelegate {
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
         observer?.server(server, didConnect: peer, request: request)
         guard let runtime else { return }
-        let p = LuaPeer(peer: peer, jsonCodec: jsonCodec)
+        let p = LuaPeer(peer: peer, codec: codec)
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
             p.handle = lua.pushHandle(object: p, class: LuaPeer.className)
@@ -48,7 +48,7 @@ final class LuaServer: MessageServerDelegate {
         guard let handle = peers[peer.id]?.handle, let runtime else { return }
         runtime.dispatch(.message, for: self) { lua in
             lua.push(handle)
-            return 1 + lua.pushMessage(message, kind: kind, json: jsonCodec)
+            return 1 + lua.pushMessage(message, kind: kind, codec: codec)
         }
     }
 
@@ -101,11 +101,11 @@ final class LuaPeer {
 
     let peer: ServerPeer
     var handle: LuaReference?
-    /// Its server's `codec = "json"`.
-    let jsonCodec: Bool
+    /// Its server's native codec.
+    let codec: NativeCodec?
 
-    init(peer: ServerPeer, jsonCodec: Bool) {
+    init(peer: ServerPeer, codec: NativeCodec?) {
         self.peer = peer
-        self.jsonCodec = jsonCodec
+        self.codec = codec
     }
 }

@@ -130,7 +130,7 @@ extension ScriptRuntime {
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
         let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
-        c.jsonCodec = parsed.jsonCodec
+        c.codec = parsed.codec
         framer.connection = c
         managed.delegate = c
         c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
@@ -171,7 +171,7 @@ extension ScriptRuntime {
     }
 
     private func send(_ args: LuaArguments, on c: LuaConnection, now: Bool) throws -> Int32 {
-        let sent = try args.withMessage(at: 1, kindAt: 2, json: c.jsonCodec) { bytes, kind in
+        let sent = try args.withMessage(at: 1, kindAt: 2, codec: c.codec) { bytes, kind in
             now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
         }
         let refusal: String
@@ -293,8 +293,8 @@ struct ConnectOptions {
     /// `record = FILE`, `record_secrets = true` (docs/recording.md).
     var record: String?
     var recordSecrets = false
-    /// `codec = "json"` (the prelude passes only that string on): the native codec.
-    var jsonCodec = false
+    /// `codec = "json"`, `"msgpack"` or `"cbor"` (the prelude passes only these names on).
+    var codec: NativeCodec?
 
     /// How long the connection's close handshake may take, for the script's end.
     var closeTimeout: TimeAmount {
@@ -371,7 +371,7 @@ struct ConnectOptions {
         configuration.autoReply = Self.autoReply(&t)
         record = try t.string("record")
         recordSecrets = try t.boolean("record_secrets") ?? false
-        jsonCodec = try t.string("codec") == "json"
+        codec = try NativeCodec(&t)
         try t.finish()
     }
 

@@ -22,7 +22,7 @@ extension ScriptRuntime {
         },
         LuaFunction("broadcast", wrapped: true) { rt, args in
             let s = try rt.server(args)
-            let (buffer, kind) = try args.message(at: 1, kindAt: 2, json: s.jsonCodec)
+            let (buffer, kind) = try args.message(at: 1, kindAt: 2, codec: s.codec)
             do {
                 args.lua.push(try s.server.broadcast(buffer, kind: kind))
             } catch {
@@ -58,7 +58,7 @@ extension ScriptRuntime {
     static let peerMethods = LuaFunctions<ScriptRuntime>.methods(of: "peer", [
         LuaFunction("send", wrapped: true) { rt, args in
             let p = try rt.peer(args)
-            let sent = try args.withMessage(at: 1, kindAt: 2, json: p.jsonCodec) { bytes, kind in try? p.peer.send(bytes: bytes, kind: kind) }
+            let sent = try args.withMessage(at: 1, kindAt: 2, codec: p.codec) { bytes, kind in try? p.peer.send(bytes: bytes, kind: kind) }
             let refusal: String
             switch sent {
             case .sent?, .queued?, .dropped?:
@@ -163,7 +163,7 @@ extension ScriptRuntime {
             }
             options.slowPeer = rule
         }
-        let jsonCodec = try t.string("codec") == "json"
+        let codec = try NativeCodec(&t)
         if let framing = try LuaFraming.parse(&t, custom: nil) {
             options.framing = framing
         }
@@ -184,7 +184,7 @@ extension ScriptRuntime {
             return 2
         }
         let s = LuaServer(runtime: self, server: server)
-        s.jsonCodec = jsonCodec
+        s.codec = codec
         server.delegate = s
         s.handle = args.lua.pushHandle(object: s, class: LuaServer.className)
         servers[ObjectIdentifier(s)] = s
@@ -274,9 +274,9 @@ extension ScriptRuntime {
 
 extension LuaArguments {
     /// A message argument and its optional kind: text when valid UTF-8, else binary.
-    /// With `json`, the value at `index` written as JSON (see ``withMessage(at:kindAt:json:_:)``).
-    func message(at index: Int32, kindAt kindIndex: Int32, json: Bool = false) throws(LuaArgumentError) -> (ByteBuffer, MessageKind) {
-        try withMessage(at: index, kindAt: kindIndex, json: json) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
+    /// With a `codec`, the value at `index` encoded (see ``withMessage(at:kindAt:codec:_:)``).
+    func message(at index: Int32, kindAt kindIndex: Int32, codec: NativeCodec? = nil) throws(LuaArgumentError) -> (ByteBuffer, MessageKind) {
+        try withMessage(at: index, kindAt: kindIndex, codec: codec) { bytes, kind in (ByteBuffer(bytes: bytes), kind) }
     }
 
     /// Are `bytes` exactly `word`? (Raw bytes against raw bytes: comparing with a String's
@@ -286,22 +286,23 @@ extension LuaArguments {
         return memcmp(start, word.utf8Start, bytes.count) == 0
     }
 
-    /// Like ``message(at:kindAt:json:)``, handing `body` the Lua string's own bytes (valid
-    /// for the call only) instead of a copy; with `json` (a connection or server with
-    /// `codec = "json"`), the bytes the native encoder wrote for the value at `index`.
+    /// Like ``message(at:kindAt:codec:)``, handing `body` the Lua string's own bytes (valid
+    /// for the call only) instead of a copy; with a `codec` (a connection or server with
+    /// `codec = "json"`, `"msgpack"` or `"cbor"`), the bytes the native encoder wrote for
+    /// the value at `index`, sent as the codec's kind unless the script asks for another.
     func withMessage<R>(
         at index: Int32,
         kindAt kindIndex: Int32,
-        json: Bool = false,
+        codec: NativeCodec? = nil,
         _ body: (UnsafeRawBufferPointer, MessageKind) -> R
     ) throws(LuaArgumentError) -> R {
         // Compared as bytes: no Swift String per message.
         let requested = try requestedKind(at: kindIndex)
         // Closure literals handed straight to the calls: a closure kept in a local first
         // was allocated on the heap, twice per send.
-        if json {
-            return try withJSONBytes(at: index) { bytes throws(LuaArgumentError) in
-                body(bytes, try messageKind(of: bytes, requested: requested, index: index))
+        if let codec {
+            return try withEncodedBytes(at: index, codec: codec) { bytes throws(LuaArgumentError) in
+                body(bytes, try messageKind(of: bytes, requested: requested ?? codec.defaultKind, index: index))
             }
         }
         return try withBytes(index) { bytes throws(LuaArgumentError) in
@@ -334,18 +335,21 @@ extension LuaArguments {
         }
     }
 
-    /// The value at `index` written as JSON by the native encoder straight into a buffer
-    /// of this frame (no Lua string, no callback), whose bytes `body` gets (valid for the
-    /// call only). An unencodable value raises `<function>: value.x: a function cannot be
+    /// The value at `index` written by the native encoder straight into a buffer of this
+    /// frame (no Lua string, no callback), whose bytes `body` gets (valid for the call
+    /// only). An unencodable value raises `<function>: value.x: a function cannot be
     /// written as JSON`.
-    private func withJSONBytes<R>(at n: Int32, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R) throws(LuaArgumentError) -> R {
+    private func withEncodedBytes<R>(
+        at n: Int32, codec: NativeCodec, _ body: (UnsafeRawBufferPointer) throws(LuaArgumentError) -> R
+    ) throws(LuaArgumentError) -> R {
         let stackIndex = index(n)
         var text = mwj_buffer()
         return try withUnsafeMutablePointer(to: &text) { (text) throws(LuaArgumentError) -> R in
             defer { mwj_buffer_free(text) }
-            guard mw_json_encode_into(lua.L, stackIndex, text) == LUA_OK else {
+            guard codec.encode(lua.L, stackIndex, into: text) == LUA_OK else {
                 var message = lua.popString()
-                if message.hasPrefix("mw.json.encode: ") { message.removeFirst("mw.json.encode: ".count) }
+                let prefix = codec.encodePrefix
+                if message.hasPrefix(prefix) { message.removeFirst(prefix.count) }
                 throw LuaArgumentError("\(function): \(message)")
             }
             return try body(UnsafeRawBufferPointer(start: text.pointee.data, count: text.pointee.size))

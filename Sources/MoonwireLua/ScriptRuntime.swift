@@ -2,6 +2,8 @@ import CLua
 import CLuaShim
 import CMoonJSON
 import Foundation
+import CMoonPack
+import CMoonProto
 import Logging
 import MoonwireCore
 import NIOCore
@@ -402,6 +404,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         for (field, source, name) in [
             ("json_module", PackageResources.json_lua, "@moonwire/json.lua"),
             ("inspect_module", PackageResources.inspect_lua, "@moonwire/inspect.lua"),
+            ("protobuf_module", PackageResources.protobuf_lua, "@moonwire/protobuf.lua"),
         ] {
             do {
                 try lua.load(source: source, chunkName: name)
@@ -413,6 +416,15 @@ public final class ScriptRuntime: @unchecked Sendable {
         // host.json_native(module): json.lua's module with the native encode and decode.
         mw_pushcfunction(lua.L, mw_json_install)
         lua.setField("json_native", table: -2)
+        // host.pack_native(json_module) -> mw.msgpack, mw.cbor (sharing mw.json's markers).
+        mw_pushcfunction(lua.L, mw_pack_install)
+        lua.setField("pack_native", table: -2)
+        // The codec names Swift runs natively (`codec = NAME`), for the prelude.
+        lua.push(LuaValue.table(Dictionary(uniqueKeysWithValues: NativeCodec.allCases.map { (LuaValue.text($0.rawValue), LuaValue.boolean(true)) })))
+        lua.setField("native_codecs", table: -2)
+        // host.protobuf_native(array_mt, object_mt): mw.protobuf's native half (CMoonProto).
+        mw_pushcfunction(lua.L, mw_protobuf_open)
+        lua.setField("protobuf_native", table: -2)
         mw_push_exit_sentinel(lua.L)
         lua.setField("exit_sentinel", table: -2)
         lua.push(Self.version)
@@ -435,6 +447,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         lua.setField("request_latency", table: -2)
         lua.push(metrics.expectLatency.index)
         lua.setField("expect_latency", table: -2)
+        // A message its connection's codec could not decode counts as an error.
+        lua.push(metrics.errors.index)
+        lua.setField("errors_metric", table: -2)
         lua_createtable(lua.L, 0, 32)
         for (i, part) in Self.preludeParts.enumerated() {
             let name = "@moonwire/prelude/\(part.name).lua"

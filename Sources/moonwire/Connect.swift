@@ -8,9 +8,8 @@ struct Connect: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Talk to a WebSocket or TCP server by hand or by pipe.",
         discussion: """
-            /help lists the commands (/ping, /close, /binary, /file, /stats). Exit: 0 \
-            after a 1000/1001 close, 1 after another or a failed connect, 2 for bad \
-            usage, 130 after Ctrl-C. More in docs/cli.md and man moonwire.
+            /help lists the commands. Exit: 0 after a 1000/1001 close, 1 after another \
+            or a failed connect, 2 for bad usage, 130 after Ctrl-C (docs/cli.md).
             """
     )
 
@@ -38,7 +37,7 @@ struct Connect: ParsableCommand {
     @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
     var heartbeat: Double = 0
 
-    @Option(help: ArgumentHelp("Answer the peer's own pings: a message that is exactly MATCH gets REPLY, unseen (repeatable; Socket.IO: 2=3).", valueName: "match=reply"))
+    @Option(help: ArgumentHelp("Answer pings: MATCH gets REPLY (Socket.IO: 2=3).", valueName: "match=reply"))
     var autoReply: [String] = []
 
     @Flag(help: "Reconnect with backoff when it is lost.")
@@ -60,12 +59,15 @@ struct Connect: ParsableCommand {
 
     @OptionGroup(title: "Recording") var recording: RecordOptions
 
+    @OptionGroup var protocols: ConnectProtocol.Options
+
     @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
     var url: String
 
     func validate() throws {
         if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
         _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
+        try session.validateProtobuf()
     }
 
     /// Where to connect and how, from the flags; also the largest message.
@@ -131,9 +133,11 @@ struct Connect: ParsableCommand {
     }
 
     func run() throws {
+        if protocols.name != nil { return try ConnectProtocol(connect: self).run() }
         let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
+        printer.protobuf = try session.makeProtobuf()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)

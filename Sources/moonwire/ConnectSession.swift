@@ -77,7 +77,12 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         }
         switch SessionInput(line) {
         case .message(let text):
-            if settings.hexInput {
+            if let protobuf = printer.protobuf {
+                switch protobuf.encode(text) {
+                case .success(let bytes): send(bytes, binary: true)
+                case .failure(let error): printer.complaint("not sent: \(error)")
+                }
+            } else if settings.hexInput {
                 sendHex(text)
             } else {
                 send(Array(text.utf8), binary: false)

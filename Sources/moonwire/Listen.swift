@@ -84,11 +84,16 @@ struct Listen: ParsableCommand {
         return (target, options)
     }
 
+    func validate() throws {
+        try session.validateProtobuf()
+    }
+
     func run() throws {
         let (target, options) = try makeOptions()
         if let script { try ScriptFile.checkReadable(script) }
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: target.kind == .tcp)
+        printer.protobuf = try session.makeProtobuf()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let server = ListenSession(

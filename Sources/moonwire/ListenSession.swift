@@ -150,8 +150,16 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         Ctrl-D (at a terminal) or Ctrl-C closes every peer and exits.
         """
 
-    /// The line as bytes to send: hex with --binary.
+    /// The line as bytes to send: hex with --binary, a message encoded with --proto.
     private func payload(_ text: String) -> ([UInt8], Bool)? {
+        if let protobuf = printer.protobuf {
+            switch protobuf.encode(text) {
+            case .success(let bytes): return (bytes, true)
+            case .failure(let error):
+                printer.complaint("not sent: \(error)")
+                return nil
+            }
+        }
         guard settings.hexInput else { return (Array(text.utf8), false) }
         do {
             return (try BinaryText.unhex(Array(text.utf8)), true)

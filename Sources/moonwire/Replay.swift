@@ -11,10 +11,10 @@ import Glibc
 
 /// `--record FILE` and `--record-secrets`, for `run` (and `connect`).
 struct RecordOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Write every event of every connection to FILE, as JSON Lines (see docs/recording.md).", valueName: "file"))
+    @Option(help: ArgumentHelp("Record every event as JSON Lines (docs/recording.md).", valueName: "file"))
     var record: String?
 
-    @Flag(help: "Keep Authorization, Cookie and token-like headers and URL parameters in the recording (they are redacted by default).")
+    @Flag(help: "Keep secrets (Authorization, cookies, tokens) in it.")
     var recordSecrets = false
 
     /// nil without --record; a file that cannot be written is a usage error (exit 2).

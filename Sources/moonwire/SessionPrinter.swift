@@ -1,5 +1,6 @@
 import Foundation
 import MoonwireCore
+import MoonwireLua
 
 /// Turns what happens in a `connect` or `listen` session into lines on the console.
 ///
@@ -16,6 +17,8 @@ final class SessionPrinter: @unchecked Sendable {
     private let colors: Bool
     /// TCP messages carry no kind: ones that look like text are shown as text.
     private let kindless: Bool
+    /// `connect --proto`: binary messages shown decoded.
+    var protobuf: ProtobufConsole?
 
     init(console: Console, options: SessionOptions, kindless: Bool) {
         self.console = console
@@ -25,11 +28,18 @@ final class SessionPrinter: @unchecked Sendable {
     }
 
     /// A message sent or received; `peer` names the peer of a `listen` session (`1`, `all`).
-    func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil) {
-        let binary = binary && !(kindless && MessageText.looksLikeText(bytes))
+    /// `kind` names a decoded packet for `--jsonl` (`connect --protocol`: "publish", "event").
+    func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil, kind: String? = nil) {
+        let decoded = protobuf.map { $0.text(of: bytes) }
+        let binary = binary && !(kindless && decoded == nil && MessageText.looksLikeText(bytes))
         if options.jsonl {
-            var fields = [("kind", LogLine.jsonString(binary ? "binary" : "text")), ("data", jsonData(bytes, binary: binary))]
+            var fields = [("kind", LogLine.jsonString(kind ?? (binary ? "binary" : "text"))), ("data", jsonData(bytes, binary: binary))]
             if binary { fields.append(("encoding", LogLine.jsonString(options.binaryAs.rawValue))) }
+            switch decoded {
+            case .success(let text): fields.append(("decoded", LogLine.jsonString(text)))
+            case .failure(let error): fields.append(("decode_error", LogLine.jsonString(error.description)))
+            case nil: break
+            }
             return jsonLine(direction: direction, peer: peer, fields)
         }
         if !console.interactive {
@@ -37,7 +47,12 @@ final class SessionPrinter: @unchecked Sendable {
             guard direction == .incoming else { return }
             let line = stamp() + (peer.map { "[\($0)] " } ?? "")
             let body: [UInt8]
-            if binary {
+            if let decoded {
+                switch decoded {
+                case .success(let text): body = Array(text.utf8)
+                case .failure(let error): body = Array("\(error): \(BinaryText.hex(bytes))".utf8)
+                }
+            } else if binary {
                 switch options.binaryAs {
                 case .hex: body = Array(BinaryText.hex(bytes).utf8)
                 case .base64: body = Array(BinaryText.base64(bytes).utf8)
@@ -53,7 +68,12 @@ final class SessionPrinter: @unchecked Sendable {
         let marker = direction == .incoming ? "<" : ">"
         let head = stamp() + (peer.map { "[\($0)] " } ?? "") + paint(marker, direction == .incoming ? "36" : "32") + " "
         var lines: [String]
-        if binary {
+        if let decoded {
+            switch decoded {
+            case .success(let text): lines = [text]
+            case .failure(let error): lines = [paint(error.description, "31")] + MessageText.hexdump(bytes).map { "  " + $0 }
+            }
+        } else if binary {
             switch options.binaryAs {
             case .hex: lines = ["binary, \(bytes.count) bytes"] + MessageText.hexdump(bytes).map { "  " + $0 }
             case .base64: lines = ["binary: " + BinaryText.base64(bytes)]

@@ -17,6 +17,20 @@ import Testing
         #expect(r.stdout == "got login\ngot say\nclosed 1000\n")
     }
 
+    @Test func msgpackBotExample() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run("run", "examples/msgpack_bot.lua", peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "got login: id 9223372036854775807, key 4 bytes, 0 tags, note null\ngot say: hi, score -0.0\nclosed 1000\n")
+    }
+
+    @Test func cborBotExample() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run("run", "examples/cbor_bot.lua", peer.url)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "got reading: sensor 3 bytes, seq -9223372036854775808, tag 1 at 1700000000, 2 values (21.5, NaN), 0 in none\nclosed 1000\n")
+    }
+
     @Test func loadWorkersExampleAgainstARealPeer() throws {
         let peer = try EchoPeer()
         let r = try CommandRunner.run("run", "--workers", "2", "examples/load_workers.lua", peer.url, "3", "20")

@@ -50,6 +50,11 @@ for protocol in graphql-transport-ws graphql-ws; do
     grep -q '^done$' "$tmp/bot.log"
 done
 
+echo "-- moonwire connect --protocol graphql-ws from a pipe" >&2
+out=$(printf 'query { add(a: 2, b: 3) }\nsubscription { count(to: 3) }\n' | "$MOONWIRE_BIN" connect --protocol graphql-ws "$url")
+[ "$out" = $'{"add":5}\n[1] {"count":1}\n[1] {"count":2}\n[1] {"count":3}' ] ||
+    { echo "connect --protocol graphql-ws printed:" >&2; echo "$out" >&2; exit 1; }
+
 echo "-- tests" >&2
 GRAPHQL_WS_URL="$url" "$MOONWIRE_BIN" test examples/protocols/graphql_ws_test.lua
 

@@ -6,7 +6,7 @@
 #     (MQTT 3.1.1 and 5.0, QoS 0/1/2 both ways, wildcards, retained, refused CONNACK, bad
 #     packets from hostile servers) and examples/protocols/mqtt_reconnect_test.lua
 #     (mosquitto stopped and started again on the same ports under the clients: sessions
-#     restored, nothing lost at QoS 1).
+#     restored, nothing lost at QoS 1), and `moonwire connect --protocol mqtt` from a pipe.
 #  2. moonwire's broker stub (examples/mqtt_mock.lua) against the real clients
 #     mosquitto_sub and mosquitto_pub: retained, QoS 0 and 1 routing through wildcards.
 # Stops what it started by PID; exits non-zero on any failure. About 15 s.
@@ -112,6 +112,20 @@ step "examples/mqtt_ws.lua (each packet that answered, one line each)"
 out=$("$MW" run examples/mqtt_ws.lua "$MQTT_WS_URL" moonwire/ws 2>"$dir/ws.err")
 expected=$'CONNACK\t0\nSUBACK\t1\nPUBLISH\tmoonwire/ws\thello at QoS 0\tqos 0\nPUBACK\t2\nPUBLISH\tmoonwire/ws\thello at QoS 1\tqos 1'
 [ "$out" = "$expected" ] || { fail "mqtt_ws.lua printed:"; echo "$out" >&2; cat "$dir/ws.err" >&2; }
+
+step "moonwire connect --protocol mqtt from a pipe, over WebSocket and TCP"
+for url in "$MQTT_WS_URL" "$MQTT_TCP_URL"; do
+    out=$(printf 'sub moonwire/hand/# 1\npub moonwire/hand/a hi\npub moonwire/hand/b "two words" 1\n' |
+        "$MW" connect --protocol mqtt "$url" 2>"$dir/hand.err")
+    status=$?
+    expected=$'moonwire/hand/a hi\nmoonwire/hand/b two words  (qos 1)'
+    [ $status -eq 0 ] && [ "$out" = "$expected" ] || { fail "connect --protocol mqtt $url exited $status, printed:"; echo "$out" >&2; cat "$dir/hand.err" >&2; }
+done
+# A retained message, seen by the next session, which then clears it (an empty retained payload).
+printf 'pub moonwire/hand/kept "still here" 1 retain\n' | "$MW" connect --protocol mqtt "$MQTT_TCP_URL" 2>"$dir/hand.err" ||
+    { fail "connect --protocol mqtt: pub retain exited $?"; cat "$dir/hand.err" >&2; }
+printf 'sub moonwire/hand/kept\npub moonwire/hand/kept "" 0 retain\n' | "$MW" connect --protocol mqtt "$MQTT_TCP_URL" >"$dir/hand.out" 2>"$dir/hand.err"
+[ "$(head -1 "$dir/hand.out")" = "moonwire/hand/kept still here  (retained)" ] || { fail "the retained message did not come back:"; cat "$dir/hand.out" "$dir/hand.err" >&2; }
 
 step "examples/protocols/mqtt_test.lua"
 "$MW" test examples/protocols/mqtt_test.lua || fail "mqtt_test.lua"

@@ -43,6 +43,12 @@ for version in 1.6 2.0.1; do
     grep -q "^heartbeat 2: " "$WORK/bot.out"
 done
 
+echo "-- moonwire connect --protocol ocpp from a pipe (a CALL, and a bare line as a CALL)" >&2
+out=$(printf 'call Authorize {"idTag": "bad"}\nHeartbeat\n' | "$MOONWIRE_BIN" connect --protocol ocpp "$OCPP_CS_URL/CP_HAND")
+[ "$(echo "$out" | head -1)" = 'CALLRESULT Authorize {"idTagInfo":{"status":"Invalid"}}' ] &&
+    echo "$out" | sed -n 2p | grep -q '^CALLRESULT Heartbeat {"currentTime":"' ||
+    { echo "connect --protocol ocpp printed:" >&2; echo "$out" >&2; exit 1; }
+
 echo "-- tests against the Python central system and charge points" >&2
 "$MOONWIRE_BIN" test examples/protocols/ocpp_test.lua
 

@@ -46,6 +46,10 @@ echo "-- bot" >&2
 "$MOONWIRE_BIN" run examples/socketio_bot.lua "$url" | tee "$tmp/bot.log"
 grep -q '^done$' "$tmp/bot.log"
 
+echo "-- moonwire connect --protocol socketio from a pipe" >&2
+out=$(printf 'call add 2 3\nemit echo "hi" 2\n' | "$MOONWIRE_BIN" connect --protocol socketio "$url")
+[ "$out" = $'ack 5\necho "hi" 2' ] || { echo "connect --protocol socketio printed:" >&2; echo "$out" >&2; exit 1; }
+
 echo "-- tests" >&2
 SOCKETIO_URL="$url" "$MOONWIRE_BIN" test examples/protocols/socketio_test.lua
 

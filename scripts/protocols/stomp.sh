@@ -73,6 +73,13 @@ for url in "$STOMP_WS_URL" "$STOMP_TCP_URL"; do
     grep -q "^received 3 of 3" "$WORK/bot.out"
 done
 
+echo "-- moonwire connect --protocol stomp from a pipe, over Web-STOMP and over TCP" >&2
+for url in "$STOMP_WS_URL" "$STOMP_TCP_URL"; do
+    out=$(printf 'sub /queue/moonwire-hand\nsend /queue/moonwire-hand hello by hand\n' |
+        "$MOONWIRE_BIN" connect --protocol stomp -o login=guest -o passcode=guest "$url")
+    [ "$out" = "/queue/moonwire-hand hello by hand" ] || { echo "connect --protocol stomp $url printed:" >&2; echo "$out" >&2; exit 1; }
+done
+
 echo "-- tests against RabbitMQ" >&2
 "$MOONWIRE_BIN" test examples/protocols/stomp_test.lua
 

@@ -79,6 +79,14 @@ int mwj_pretty(const char *text, size_t n, char **out, size_t *count);
  * reference; returns the module. */
 int mw_json_install(lua_State *L);
 
+/* The decoder's cache of map keys seen lately (so that messages of one shape do not
+ * hash and intern the same keys each time), for the other native decoders too:
+ * mwj_key_cache_push pushes the table of its strings and returns the cache;
+ * mwj_push_key pushes the Lua string of `n` bytes at `s` through it, `strings`
+ * being the stack slot of that table. Before mw_json_install: pushes nil, returns NULL. */
+void *mwj_key_cache_push(lua_State *L);
+void mwj_push_key(lua_State *L, void *cache, int strings, const char *s, size_t n);
+
 /* Decodes `n` bytes (not a Lua string) in protected mode. On LUA_OK pushes two
  * values: the value, or nil and the error message. Otherwise pushes the error. */
 int mw_json_decode_bytes(lua_State *L, const void *bytes, size_t n);

@@ -467,6 +467,71 @@ def case_tls():
         check(listen.interrupt() == 130, "listen did not exit 130")
 
 
+class Mosquitto:
+    """Debian's mosquitto in the foreground on free loopback ports (`url`: its WebSocket one), stopped by PID."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="moonwire-mosquitto-")
+        self.port = free_port()
+        conf = os.path.join(self.dir, "mosquitto.conf")
+        with open(conf, "w") as f:
+            # mosquitto 2.0 does not start with a WebSocket listener alone: a TCP one comes first.
+            f.write(f"user root\nlog_dest stderr\nlistener {free_port()} 127.0.0.1\nallow_anonymous true\n"
+                    f"listener {self.port} 127.0.0.1\nprotocol websockets\nallow_anonymous true\n")
+        self.process = subprocess.Popen(["/usr/sbin/mosquitto", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"ws://127.0.0.1:{self.port}/"
+        for _ in range(DEADLINE * 20):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                check(self.process.poll() is None, "mosquitto did not start")
+                threading.Event().wait(0.05)
+        raise AssertionError("mosquitto did not listen")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        # SIGKILL: nothing of it needs keeping, and the test runner's children inherit a blocked
+        # SIGTERM (a blocked signal stays blocked across exec): it would leave mosquitto running.
+        self.process.kill()
+        self.process.wait(timeout=DEADLINE)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def case_tty_protocol_mqtt():
+    """connect --protocol mqtt at a terminal: subscribe, publish, the message decoded, Ctrl-D exits 0."""
+    with Mosquitto() as broker:
+        c = spawn("connect", "--protocol", "mqtt", broker.url)
+        c.expect("CONNACK")
+        c.expect("mqtt> ")
+        c.sendline("sub moonwire/tty/#")
+        c.expect(SENT + ESC("SUBSCRIBE moonwire/tty/# qos 0"))
+        c.expect(ESC("SUBACK: moonwire/tty/# granted QoS 0"))
+        c.sendline('pub moonwire/tty/a "hello there" 1')
+        c.expect(RECEIVED + ESC("moonwire/tty/a hello there"))
+        # A line without a command publishes to the last pub's topic.
+        c.sendline("plain words")
+        c.expect(RECEIVED + ESC("moonwire/tty/a plain words"))
+        c.sendline("/help")
+        c.expect(ESC("pub topic payload [qos] [retain]"))
+        c.sendline("pub only-a-topic")
+        c.expect(ESC("pub needs payload"))
+        c.sendcontrol("d")
+        c.expect("closed: 1000")
+        status = ended(c)
+        check(status == 0, f"exit status after Ctrl-D: {status}, not 0")
+        # Ctrl-C closes and exits 130, as plain connect.
+        c = spawn("connect", "--protocol", "mqtt", broker.url)
+        c.expect("mqtt> ")
+        c.sendcontrol("c")
+        status = ended(c)
+        check(status == 130, f"exit status after Ctrl-C: {status}, not 130")
+        r = run("connect", "--protocol", "smtp", broker.url)
+        check(r.returncode == 2 and "not one moonwire speaks" in r.stderr, f"--protocol smtp: {r.returncode} {r.stderr!r}")
+
+
 def main():
     name = sys.argv[2]
     try:

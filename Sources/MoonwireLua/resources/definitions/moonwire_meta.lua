@@ -54,7 +54,7 @@
 ---@field reconnect? mw.Reconnect|false
 ---@field queue? mw.Queue
 ---@field framing? "line"|"raw"|table|fun(buffer: string): string?, integer?
----@field codec? "json"|mw.Codec
+---@field codec? "json"|"msgpack"|"cbor"|mw.Codec
 ---@field record? string
 ---@field record_secrets? boolean
 
@@ -66,7 +66,7 @@
 ---@field handshake_timeout? number
 ---@field tls? { cert: string, key: string, ca?: string }
 ---@field framing? "line"|"raw"|table
----@field codec? "json"|mw.Codec
+---@field codec? "json"|"msgpack"|"cbor"|mw.Codec
 ---@field heartbeat? mw.Heartbeat|false
 ---@field queue? mw.Queue
 ---@field slow_peer? "drop"|"close"
@@ -260,6 +260,130 @@ function mw.json.array(t) end
 ---@param t? table
 ---@return table
 function mw.json.object(t) end
+
+---@class mw.msgpack
+---@field null lightuserdata MessagePack nil (the same value as mw.json.null)
+mw.msgpack = {}
+
+---MessagePack bytes of `value` (smallest integers, float 64, map keys sorted by their
+---encoded bytes); unencodable values raise, naming where.
+---@param value any
+---@return string
+function mw.msgpack.encode(value) end
+
+---The value of MessagePack bytes, or nil and why (path and byte).
+---@param bytes string
+---@param opts? { bytes?: "marker"|"string" }
+---@return any value
+---@return string? err
+function mw.msgpack.decode(bytes, opts) end
+
+---Marks `t` (or a new table) to encode as an array even when empty.
+---@param t? table
+---@return table
+function mw.msgpack.array(t) end
+
+---Marks `t` (or a new table) to encode as a map even when empty.
+---@param t? table
+---@return table
+function mw.msgpack.object(t) end
+
+---Bytes to write as bin, not str: `{ data = s }`.
+---@param s string
+---@return table
+function mw.msgpack.bin(s) end
+
+---An ext value: `{ type = n, data = s }`.
+---@param type integer
+---@param data string
+---@return table
+function mw.msgpack.ext(type, data) end
+
+---@class mw.cbor
+---@field null lightuserdata CBOR null (the same value as mw.json.null)
+mw.cbor = {}
+
+---CBOR bytes of `value` (shortest heads, float 64, RFC 8949 key order); unencodable
+---values raise, naming where.
+---@param value any
+---@return string
+function mw.cbor.encode(value) end
+
+---The value of CBOR bytes, or nil and why (path and byte).
+---@param bytes string
+---@param opts? { bytes?: "marker"|"string" }
+---@return any value
+---@return string? err
+function mw.cbor.decode(bytes, opts) end
+
+---Marks `t` (or a new table) to encode as an array even when empty.
+---@param t? table
+---@return table
+function mw.cbor.array(t) end
+
+---Marks `t` (or a new table) to encode as a map even when empty.
+---@param t? table
+---@return table
+function mw.cbor.object(t) end
+
+---Bytes to write as a byte string, not a text string: `{ data = s }`.
+---@param s string
+---@return table
+function mw.cbor.bytes(s) end
+
+---A tagged value: `{ tag = n, value = v }`.
+---@param tag integer
+---@param value any
+---@return table
+function mw.cbor.tagged(tag, value) end
+
+---@class mw.protobuf
+mw.protobuf = {}
+
+---Loads .proto files (their imports too) at run time; raises on a file that does not parse.
+---@param paths string|string[]
+---@param opts? { import_paths?: string[] }
+function mw.protobuf.load(paths, opts) end
+
+---The bytes of message `name` made from `value` (fields in number order); raises naming
+---the field path of what cannot be encoded.
+---@param name string
+---@param value table
+---@return string
+function mw.protobuf.encode(name, value) end
+
+---The table of message `name` read from `bytes`, or nil and why (the field path).
+---@param name string
+---@param bytes string
+---@return table? value
+---@return string? err
+function mw.protobuf.decode(name, bytes) end
+
+---A codec for connections and servers: every message is message `name`, or, with
+---`{ select =, payload =, types = }`, an envelope whose type a field chooses.
+---@param name string
+---@param opts? { select?: string, payload?: string, types?: table<string, string> }
+---@return mw.Codec
+function mw.protobuf.codec(name, opts) end
+
+---The unknown fields a decode kept in `t` (written back by encode), or nil.
+---@param t table
+---@return string?
+function mw.protobuf.unknown(t) end
+
+---The fields of message `name`.
+---@param name string
+---@return table
+function mw.protobuf.fields(name) end
+
+---The values of enum `name`: `{ NAME = number }`.
+---@param name string
+---@return table<string, integer>
+function mw.protobuf.enum(name) end
+
+---Every loaded message and enum type's full name.
+---@return string[]
+function mw.protobuf.types() end
 
 ---@class mw.metrics
 mw.metrics = {}

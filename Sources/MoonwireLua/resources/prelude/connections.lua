@@ -6,26 +6,34 @@ local mw, user_level, bad_argument, running_coroutine = prelude.mw, prelude.user
 local resume, resumed, waiting_in, session_of = prelude.resume, prelude.resumed, prelude.waiting_in, prelude.session_of
 local NONE, append, state_lookup, define_handlers = prelude.NONE, prelude.append, prelude.state_lookup, prelude.define_handlers
 
--- codec = "json": mw.json in native code, which Swift runs on the message's bytes
--- (decode) and into the outbound frame (encode); `native` tells the prelude to
--- leave both to Swift. Its decode is for heartbeat replies, which arrive as strings.
-local json_codec
+-- codec = "json", "msgpack" or "cbor" (host.native_codecs): mw.json, mw.msgpack or
+-- mw.cbor in native code, which Swift runs on the message's bytes (decode) and into
+-- the outbound frame (encode); `native` tells the prelude to leave both to Swift.
+-- Its decode is for heartbeat replies, which arrive as strings.
+local native_codecs = {}
+local native_names = {}
+for name in pairs(host.native_codecs) do native_names[#native_names + 1] = ("%q"):format(name) end
+table.sort(native_names)
+native_names = table.concat(native_names, ", ")
 
 -- A copy of `opts` without its codec, which stays on this side, and the codec.
--- codec = "json" stays in the copy too: Swift decodes and encodes for it.
+-- A native codec's name stays in the copy too: Swift decodes and encodes for it.
 local function without_codec(opts, fname)
   local copy = {}
   for k, v in pairs(opts) do copy[k] = v end
   local codec = copy.codec
   copy.codec = nil
-  if codec == "json" then
-    json_codec = json_codec or { encode = mw.json.encode, decode = mw.json.decode, native = true }
-    copy.codec = "json"
-    return copy, json_codec
+  if type(codec) == "string" and host.native_codecs[codec] then
+    local module = mw[codec]
+    -- decode(message, kind): the kind is not an option of the module's decode.
+    native_codecs[codec] = native_codecs[codec]
+      or { encode = module.encode, decode = function(s) return module.decode(s) end, native = true, name = codec }
+    copy.codec = codec
+    return copy, native_codecs[codec]
   end
   if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
       or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
-    error(("bad argument #2 to '%s' (opts.codec: \"json\" or { encode = function, decode = function } expected)"):format(fname), user_level(3))
+    error(("bad argument #2 to '%s' (opts.codec: %s or { encode = function, decode = function } expected)"):format(fname, native_names), user_level(3))
   end
   return copy, codec
 end
@@ -160,8 +168,8 @@ local function split_auto_reply(opts, fname, codec)
     if type(rule.match) == "string" and type(rule.reply) == "string" then
       exact[#exact + 1] = { match = rule.match, reply = rule.reply }
     elseif type(rule.match) == "string" and codec and codec.native then
-      -- With codec = "json" only the decoded value reaches Lua: no bytes to compare.
-      bad(where .. ".match", 'with codec = "json" a string match needs a string reply '
+      -- With a native codec only the decoded value reaches Lua: no bytes to compare.
+      bad(where .. ".match", 'with codec = "' .. codec.name .. '" a string match needs a string reply '
         .. '(the bytes are matched before decoding); match the decoded message with a function')
     else
       scripted[#scripted + 1] = rule
@@ -220,7 +228,8 @@ function mw.connect(url, opts)
     copy, codec = without_codec(opts, "mw.connect")
     auto_rules = split_auto_reply(copy, "mw.connect", codec)
     copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
-    kind = split_kind(copy, "mw.connect")
+    -- A codec may name its frames' kind (mw.protobuf's are binary); opts.kind wins.
+    kind = split_kind(copy, "mw.connect") or (codec and codec.kind)
     copy.kind = nil
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
@@ -555,12 +564,13 @@ function events.open(c, info)
   wake(st, is_kind("open"), true)
 end
 
--- A message the codec could not decode: the script hears of it in words, with the
+-- A message the codec could not decode (counted in the `errors` metric): the script hears of it in words, with the
 -- raw message (on_error handlers get it as a third argument; without a handler it
 -- is logged); a waiting c:receive returns nil, "decode: ..." (else the next one
 -- does); request, expect and on_message do not see it.
 local function decode_failed(c, st, err, raw)
   local text = "decode: " .. tostring(err)
+  host.metric_add(host.errors_metric, 1)
   if st.on_error[1] then
     for _, handler in ipairs(st.on_error) do handler(c, text, raw) end
   else

@@ -50,6 +50,14 @@ mw.log = setmetatable({
 -- why not lua-cjson).
 mw.json = host.json_native(host.json_module())
 
+-- MessagePack and CBOR in native code, with mw.json's null and array/object markers
+-- (docs/formats.md).
+mw.msgpack, mw.cbor = host.pack_native(mw.json)
+-- Protocol Buffers from .proto files loaded at run time (protobuf.lua); decoded
+-- repeated fields and maps carry mw.json's array and object marks.
+mw.protobuf = host.protobuf_module(
+  host.protobuf_native(getmetatable(mw.json.array()), getmetatable(mw.json.object())), prelude.user_level)
+
 -- Lua's own print writes each argument, the tabs and the newline separately;
 -- workers (run --workers) share the process's stdout, so their lines could mix
 -- mid-line. This one renders the line the same way and writes it in one piece.

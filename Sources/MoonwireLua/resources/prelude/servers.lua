@@ -48,7 +48,8 @@ end
 local raw_broadcast = server_methods.broadcast
 function server_methods.broadcast(self, data, kind)
   local st = server_state(self, "s:broadcast")
-  return raw_broadcast(self, encode_message(st, data, "s:broadcast"), kind)
+  -- A codec may name its frames' kind (mw.protobuf's are binary).
+  return raw_broadcast(self, encode_message(st, data, "s:broadcast"), kind or (st and st.codec and st.codec.kind))
 end
 
 local raw_peer_send = peer_methods.send
@@ -57,7 +58,7 @@ function peer_methods.send(self, data, kind)
   local st = servers[server_of_peer[self]]
   local codec = st and st.codec
   if codec and not codec.native then data = encode_message(st, data, "peer:send") end
-  return raw_peer_send(self, data, kind)
+  return raw_peer_send(self, data, kind or (codec and codec.kind))
 end
 
 -- A peer's own Lua state: its on_drain handlers and the coroutines in drain().
@@ -109,6 +110,7 @@ function server_events.message(s, peer, message, kind, err, raw)
     if message ~= nil then err = nil end
   end
   if err ~= nil then
+    host.metric_add(host.errors_metric, 1)
     local shown = #raw > 200 and raw:sub(1, 200) .. "..." or raw
     host.log("warn", ("peer %s: decode: %s; the message (%d bytes): %q"):format(tostring(peer.id), tostring(err), #raw, shown))
     return
