@@ -15,6 +15,32 @@ import Testing
         #expect(r.stdout == "tick 1\nworker woke 1\ntick 2\nafter 250 ms\ntick 3\nworker woke 2\n")
     }
 
+    @Test func futureExample() throws {
+        let r = try CommandRunner.run("run", "examples/future.lua")
+        #expect(r.status == 0)
+        #expect(r.stdout == "watcher:\tpong ping\nmain:\tpong ping\nlater:\tpong ping\nset again:\tfalse\n"
+            + "timeout:\tnil\ttimeout\nis set:\tfalse\n")
+    }
+
+    /// An error raised by a coroutine that f:set woke is that coroutine's: reported once,
+    /// at its line, with one traceback (not raised again in the callback that set it).
+    @Test func errorAfterFutureWaitIsReportedOnceAtItsLine() throws {
+        let path = try CommandRunner.script("woken.lua", """
+            local f = mw.future()
+            mw.spawn(function()
+              f:wait()
+              error("after the wait")
+            end)
+            mw.after(0.01, function() f:set() end)
+            """)
+        let r = try CommandRunner.run("run", path)
+        #expect(r.status == 1)
+        let lines = r.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == "\(path):4: after the wait")
+        #expect(r.stderr.components(separatedBy: "stack traceback:").count == 2)
+        #expect(!r.stderr.contains("moonwire/runtime.lua"))
+    }
+
     @Test func uncaughtErrorPrintsLocationAndTracebackThenExitsOne() throws {
         let path = try CommandRunner.script("boom.lua", """
             local function explode() error("boom") end

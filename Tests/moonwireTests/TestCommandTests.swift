@@ -105,6 +105,31 @@ import FoundationXML
         }
     }
 
+    /// A test that times out in a shipped module's call, or in a future, says which
+    /// (the name the wait gave itself), at the test's own line.
+    @Test func timeoutInAModuleCallNamesTheCall() throws {
+        let file = try CommandRunner.script("module_wait_test.lua", """
+            local ocpp = require "moonwire.ocpp"
+            describe("waits", function()
+              it("in a module call", function()
+                local cs = assert(ocpp.listen("ws://127.0.0.1:0/ocpp", { version = "1.6" }))
+                cs:on("Heartbeat", function() mw.future():wait() end)
+                local cp = ocpp.connect(cs:url() .. "cp1", { version = "1.6" })
+                assert(cp:wait_open(5))
+                cp:call("Heartbeat", {}, 30)
+              end)
+              it("in a named future", function()
+                mw.future("the reply"):wait()
+              end)
+            end)
+            """)
+        let r = try CommandRunner.run("test", "--timeout", "0.5", file)
+        #expect(r.status == 1)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("        \(file):8: timed out after 0.5 s waiting in cp:call"), "\(r.stdout)")
+        #expect(lines.contains("        \(file):11: timed out after 0.5 s waiting in the reply"), "\(r.stdout)")
+    }
+
     /// Failures, errors and timeouts end their own test only; hooks still run;
     /// a callback's error fails the running test at the callback's line.
     @Test func eachTestIsIsolated() throws {

@@ -254,7 +254,7 @@ end
 local CLASS_WORDS = {
   ["mw.Connection"] = "a connection", ["mw.Server"] = "a server", ["mw.Peer"] = "a peer",
   ["mw.Timer"] = "a timer", ["mw.Counter"] = "a counter", ["mw.Gauge"] = "a gauge",
-  ["mw.Histogram"] = "a histogram", ["mw.Timing"] = "a timing",
+  ["mw.Histogram"] = "a histogram", ["mw.Timing"] = "a timing", ["mw.Future"] = "a future",
 }
 
 -- `moonwire check`'s look at one file: mw.* names that do not exist, and methods

@@ -119,6 +119,12 @@
 ---@field _VERSION string moonwire's version
 mw = {}
 
+---A value set once that coroutines wait for; `name` is what a wait is called in
+---errors and test timeouts (default "f:wait").
+---@param name? string
+---@return mw.Future
+function mw.future(name) end
+
 ---Calls `fn(timer)` once after `seconds` (0: on the next loop turn).
 ---@param seconds number
 ---@param fn fun(timer: mw.Timer)
@@ -591,6 +597,23 @@ function Peer:pause(seconds) end
 function Peer:send_raw(bytes) end
 
 ---A timer from mw.after or mw.every.
+---@class mw.Future
+local Future = {}
+
+---Sets the values and wakes every waiter, in the order they waited; false if already set.
+---@param ... any
+---@return boolean
+function Future:set(...) end
+
+---The values once set (at once if they are); nil and "timeout" after `timeout` seconds.
+---@param timeout? number
+---@return any ...
+function Future:wait(timeout) end
+
+---Whether `set` was called.
+---@return boolean
+function Future:is_set() end
+
 ---@class mw.Timer
 local Timer = {}
 

@@ -11,14 +11,123 @@ package.loaded.moonwire = mw
 package.path = host.lua_path .. package.path
 package.cpath = host.lua_cpath .. package.cpath
 -- The modules shipped in the binary (require "moonwire.mqtt"): searched right after
--- package.preload, before package.path.
+-- package.preload, before package.path. Each gets, after require's two arguments,
+-- the helpers they share (`kit`), so that none keeps a copy: the prelude's misuse at
+-- the user's line, the check that the caller may wait (before the call's side
+-- effects), resume for the coroutines it keeps (they report errors as mw.spawn's
+-- do), waiters in a list; and the bounded inbox, option checks, handler lists and
+-- URL escaping below. Their waits are mw.future's.
+local misuse = prelude.misuse
+
+-- A bounded inbox: what nobody took yet, oldest first. A push into a full one
+-- drops the oldest, counts it (q.dropped) and returns true, for the module to say so.
+local Inbox = {}
+Inbox.__index = Inbox
+
+local function inbox(limit)
+  return setmetatable({ head = 1, tail = 0, limit = limit, dropped = 0 }, Inbox)
+end
+
+function Inbox:count() return self.tail - self.head + 1 end
+
+function Inbox:push(item)
+  local dropped = false
+  if self.tail - self.head + 1 >= self.limit then
+    self[self.head] = nil
+    self.head = self.head + 1
+    self.dropped = self.dropped + 1
+    dropped = true
+  end
+  self.tail = self.tail + 1
+  self[self.tail] = item
+  return dropped
+end
+
+-- The oldest item, taken out, or nil.
+function Inbox:pop()
+  local head = self.head
+  if head > self.tail then return nil end
+  local item = self[head]
+  self[head] = nil
+  self.head = head + 1
+  return item
+end
+
+-- The oldest item that `match` accepts, taken out, or nil.
+function Inbox:take(match)
+  for i = self.head, self.tail do
+    local item = self[i]
+    if match(item) then
+      table.move(self, i + 1, self.tail, i)
+      self[self.tail] = nil
+      self.tail = self.tail - 1
+      return item
+    end
+  end
+end
+
+-- A module's options table: nil is {}, a key not in `known` is misuse.
+local function check_options(opts, known, fname, argn)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then misuse("bad argument #%d to '%s' (table expected, got %s)", argn, fname, type(opts)) end
+  for k in pairs(opts) do
+    if not known[k] then misuse("bad argument #%d to '%s' (unknown option 'opts.%s')", argn, fname, tostring(k)) end
+  end
+  return opts
+end
+
+-- opts[key], a positive number, or `default` when not given.
+local function positive(opts, key, default, fname)
+  local v = opts[key]
+  if v == nil then return default end
+  if type(v) ~= "number" or v <= 0 then
+    misuse("bad argument #2 to '%s' (opts.%s: a positive number expected, got %s)", fname, key, tostring(v))
+  end
+  return v
+end
+
+-- on_<event>(fn) methods for a module's `class`: each appends fn to the object's
+-- list self.on_<event>_handlers (its constructor makes it; `lookup` and
+-- `key_format` name another, as the prelude's define_handlers takes them) and
+-- returns self; misuse names prefix:on_<event>.
+local function itself(obj) return obj end
+local function define_handlers(class, prefix, names, lookup, key_format)
+  prelude.define_handlers(class, prefix, names, lookup or itself, key_format or "on_%s_handlers")
+end
+
+-- Percent-encoding (RFC 3986): %XX for every byte but the unreserved ones and
+-- those in `keep` (":" in a path segment); url_unescape the other way.
+local function url_escape(s, keep)
+  local class = "[^%w%-%._~" .. (keep and keep:gsub("%p", "%%%0") or "") .. "]"
+  return (tostring(s):gsub(class, function(c) return ("%%%02X"):format(c:byte()) end))
+end
+
+local function url_unescape(s)
+  return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+local kit = {
+  url_escape = url_escape,
+  url_unescape = url_unescape,
+  inbox = inbox,
+  check_options = check_options,
+  positive = positive,
+  define_handlers = define_handlers,
+  misuse = misuse,
+  bad_argument = prelude.bad_argument,
+  user_level = prelude.user_level,
+  running = prelude.running_coroutine,
+  resume = resume,
+  wait_listed = prelude.wait_listed,
+  wake_listed = prelude.wake_listed,
+}
 local bundled_module = host.bundled_module
 table.insert(package.searchers, 2, function(name)
   local source, chunk = bundled_module(name)
   if not source then return "no module '" .. name .. "' shipped in moonwire" end
   local f, err = load(source, chunk, "t")
   if not f then error(err, 0) end
-  return f, chunk:sub(2)
+  return function(modname, path) return f(modname, path, kit) end, chunk:sub(2)
 end)
 mw._VERSION = host.version
 mw.worker = host.worker

@@ -6,9 +6,9 @@
 -- internals the test runner builds on.
 --
 -- Design rules:
---  * Calls that look blocking (mw.sleep, and the connection's receive,
+--  * Calls that look blocking (mw.sleep, f:wait, and the connection's receive,
 --    wait_open, request) yield here, in Lua, with coroutine.yield. Nothing
---    yields from C or Swift.
+--    yields from C or Swift; the shipped modules wait with mw.future.
 --  * Every coroutine moonwire starts is resumed through `resume`, which reports
 --    an uncaught error with that coroutine's own traceback.
 --  * Misuse raises at the caller's line (error level 2); failures from outside
@@ -16,7 +16,7 @@
 --    which user_level and the C message handler pass over.
 --
 -- This part: error texts and levels, the coroutine runtime (resume, mw.spawn,
--- mw.sleep), the timers, and the Lua-side state of connections and servers.
+-- mw.sleep, mw.future), the timers, and the Lua-side state of connections and servers.
 
 local host, prelude = ...
 local EXIT = host.exit_sentinel
@@ -138,6 +138,124 @@ local function append(st, key, value)
   list[#list + 1] = value
 end
 
+-- Futures (mw.future): a value set once, by anyone, that any number of
+-- coroutines wait for. The one wait primitive besides the connection's own
+-- waiters: the shipped modules' blocking calls (cp:call, m:subscribe, ...) are
+-- built on it, so that every wait goes through `resume` (an error in the woken
+-- code is reported once, with its own traceback; an abandoned test stays
+-- abandoned) and names itself in waiting_in ("timed out ... waiting in cp:call").
+local Future = {}
+Future.__index = Future
+Future.__name = "moonwire.future"
+
+function Future.__tostring(f)
+  return ("future (%s, %s)"):format(f.name, f.values and "set" or "not set")
+end
+
+local function check_future(f, fname)
+  if getmetatable(f) ~= Future then
+    error(("bad self to '%s' (a future from mw.future expected, got %s)"):format(fname, type(f)), user_level(3))
+  end
+end
+
+-- mw.future([name]) -> f. `name` is what a wait on it is called in errors and
+-- in a test's timeout ("waiting in <name>"); "f:wait" when none is given.
+function mw.future(name)
+  if name ~= nil and type(name) ~= "string" then bad_argument(1, "mw.future", "string", name) end
+  return setmetatable({ name = name or "f:wait", values = false, waiters = NONE }, Future)
+end
+
+-- f:set(...) -> true, or false when it was set already (the first values stay).
+-- Wakes every coroutine waiting in f:wait, in the order they began to wait.
+function Future:set(...)
+  check_future(self, "f:set")
+  if self.values then return false end
+  local values = table.pack(...)
+  self.values = values
+  local waiters = self.waiters
+  self.waiters = NONE
+  for i = 1, #waiters do
+    local w = waiters[i]
+    w.done = true
+    if w.timer then w.timer:cancel() end
+    resume(w.co, table.unpack(values, 1, values.n))
+  end
+  return true
+end
+
+function Future:is_set()
+  check_future(self, "f:is_set")
+  return self.values ~= false
+end
+
+-- f:wait([timeout]) -> the values given to f:set (at once when it was set
+-- already), or nil, "timeout" after `timeout` seconds (f stays unset: f:is_set()
+-- tells a timeout from a set(nil, "timeout")). Only inside a coroutine.
+function Future:wait(timeout)
+  check_future(self, "f:wait")
+  local name = self.name
+  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
+    error(("bad argument to '%s' (timeout: seconds expected, got %s)"):format(name, type(timeout)), user_level(2))
+  end
+  local co = running_coroutine(name)
+  local values = self.values
+  if values then return table.unpack(values, 1, values.n) end
+  local w = { co = co }
+  append(self, "waiters", w)
+  if timeout then
+    w.timer = host.after(timeout, function()
+      if w.done then return end
+      w.done = true
+      local list = self.waiters
+      for i = 1, #list do
+        if list[i] == w then table.remove(list, i) break end
+      end
+      resume(co, nil, "timeout")
+    end)
+  end
+  waiting_in[co] = name
+  return resumed(co, coroutine.yield())
+end
+
+-- Waiters in a list, for the shipped modules' events that pick whom they wake
+-- (ocpp's cp:expect(action)): `entry.future` waits in `list` until wake_listed
+-- picks it; a wait that times out leaves the list and returns nil, timeout_text
+-- (default "timeout").
+local function unlisted(list, entry, timeout_text, ...)
+  if entry.future.values then return ... end
+  for i = 1, #list do
+    if list[i] == entry then table.remove(list, i) break end
+  end
+  return nil, timeout_text or "timeout"
+end
+
+local function wait_listed(list, entry, timeout, timeout_text)
+  local f = entry.future
+  running_coroutine(f.name)
+  list[#list + 1] = entry
+  return unlisted(list, entry, timeout_text, f:wait(timeout))
+end
+
+-- Sets (with ...) the future of every entry of `list` that `pick` accepts (every
+-- entry without `pick`), after taking them out of it; true when there was one.
+local function wake_listed(list, pick, ...)
+  local chosen, keep = {}, 1
+  for i = 1, #list do
+    local e = list[i]
+    list[i] = nil
+    if not pick or pick(e) then chosen[#chosen + 1] = e else list[keep], keep = e, keep + 1 end
+  end
+  for i = 1, #chosen do chosen[i].future:set(...) end
+  return chosen[1] ~= nil
+end
+
+-- Misuse found in moonwire's own Lua (the shipped modules): raised at the
+-- user's line, with string.format when given arguments.
+local function misuse(message, ...)
+  if select("#", ...) > 0 then message = message:format(...) end
+  error(message, user_level(2))
+end
+
 -- The Lua-side state of a connection or server, for its methods: a lookup in
 -- `registry` that names `expected` when self is something else.
 local function state_lookup(registry, expected)
@@ -150,11 +268,13 @@ local function state_lookup(registry, expected)
   end
 end
 
--- Adds on_<event>(fn) methods that append fn to the object's handler list.
-local function define_handlers(target, prefix, events, lookup)
+-- Adds on_<event>(fn) methods that append fn to the object's handler list: the
+-- list lookup(self, fname)[key], where key is key_format ("on_%s" when not given)
+-- with the event's name.
+local function define_handlers(target, prefix, events, lookup, key_format)
   for _, event in ipairs(events) do
-    local key, fname = "on_" .. event, prefix .. ":on_" .. event
-    target[key] = function(self, fn)
+    local key, fname = (key_format or "on_%s"):format(event), prefix .. ":on_" .. event
+    target["on_" .. event] = function(self, fn)
       local st = lookup(self, fname)
       if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
       append(st, key, fn)
@@ -176,6 +296,7 @@ function prelude.set_inspect(fn) inspect_value = fn end
 
 prelude.mw, prelude.EXIT, prelude.start = mw, EXIT, start
 prelude.describe, prelude.resume, prelude.resumed, prelude.user_level = describe, resume, resumed, user_level
-prelude.bad_argument, prelude.running_coroutine = bad_argument, running_coroutine
+prelude.bad_argument, prelude.running_coroutine, prelude.misuse = bad_argument, running_coroutine, misuse
+prelude.wait_listed, prelude.wake_listed = wait_listed, wake_listed
 prelude.abandoned, prelude.waiting_in, prelude.session_of = abandoned, waiting_in, session_of
 prelude.NONE, prelude.append, prelude.state_lookup, prelude.define_handlers = NONE, append, state_lookup, define_handlers

@@ -54,6 +54,7 @@ methods("mw.Counter", getmetatable(mw.metrics.counter("dump_total")).__index)
 methods("mw.Gauge", getmetatable(mw.metrics.gauge("dump_level")).__index)
 methods("mw.Histogram", getmetatable(h).__index)
 methods("mw.Timing", getmetatable(h:start()).__index)
+methods("mw.Future", getmetatable(mw.future()).__index)
 s:on_connect(function(peer)
   methods("mw.Peer", getmetatable(peer).__index)
   for k in pairs(_G) do emit("G:" .. k) end

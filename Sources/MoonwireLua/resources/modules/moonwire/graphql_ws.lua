@@ -24,58 +24,11 @@ local json = mw.json
 
 local M = {}
 
-local MY_SOURCE = debug.getinfo(1, "S").source
-
-local function user_level()
-  local level = 2
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info then return level end
-    if info.what ~= "C" and info.source ~= MY_SOURCE and info.source:sub(1, 10) ~= "@moonwire/" then
-      return level
-    end
-    level = level + 1
-  end
-end
-
-local function misuse(fmt, ...)
-  error(fmt:format(...), user_level())
-end
-
--- Waiting without the prelude's internals: the running coroutine yields, and
--- slot.wake resumes it from the event that completes the wait (or its timer).
-local function new_slot()
-  local slot = {}
-  function slot.wake(...)
-    local co = slot.co
-    if not co then return false end
-    slot.co = nil
-    if slot.timer then slot.timer:cancel() end
-    local ok, err = coroutine.resume(co, ...)
-    if not ok then error(err, 0) end
-    return true
-  end
-  return slot
-end
-
-local function waiting_coroutine(fname)
-  local co, main = coroutine.running()
-  if main then
-    misuse("%s: only inside a coroutine (the main chunk, mw.spawn or a test body); "
-      .. "a callback cannot wait, start a coroutine with mw.spawn", fname)
-  end
-  return co
-end
-
-local function wait_in(slot, fname, timeout)
-  local co = waiting_coroutine(fname)
-  if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
-    misuse("bad argument to '%s' (timeout: seconds expected, got %s)", fname, type(timeout))
-  end
-  slot.co = co
-  if timeout then slot.timer = mw.after(timeout, function() slot.wake(nil, "timeout") end) end
-  return coroutine.yield()
-end
+-- The prelude's helpers, given by require: misuse raised at the caller's line, and
+-- the check that the caller may wait (before a query goes out). Waits are futures
+-- (mw.future): the event that completes one sets it.
+local kit = select(3, ...)
+local misuse, running, check_options, positive = kit.misuse, kit.running, kit.check_options, kit.positive
 
 -- What each subprotocol calls its messages.
 local PROTOCOLS = {
@@ -109,24 +62,6 @@ local function errors_text(errors)
   return table.concat(parts, "; ")
 end
 M.errors_text = errors_text
-
-local function check_options(opts, known, fname, argn)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then misuse("bad argument #%d to '%s' (table expected, got %s)", argn, fname, type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then misuse("bad argument #%d to '%s' (unknown option 'opts.%s')", argn, fname, tostring(k)) end
-  end
-  return opts
-end
-
-local function positive(opts, key, default, fname)
-  local v = opts[key]
-  if v == nil then return default end
-  if type(v) ~= "number" or v <= 0 then
-    misuse("bad argument #2 to '%s' (opts.%s: a positive number expected, got %s)", fname, key, tostring(v))
-  end
-  return v
-end
 
 -- The operation's name: the one given, else that of the first named operation
 -- in the document ("query Hello { ... }" -> "Hello").
@@ -177,7 +112,7 @@ function M.connect(url, opts)
     timeout = positive(opts, "timeout", 10, "gql.connect"),
     buffer = positive(opts, "buffer", 1024, "gql.connect"),
     max_operations = positive(opts, "max_operations", 1024, "gql.connect"),
-    ready_waiters = {}, on_reconnect_handlers = {}, on_error_handlers = {},
+    on_reconnect_handlers = {}, on_error_handlers = {},
   }, Client)
   local copts = {
     codec = "json", ready = "manual", protocols = protocols,
@@ -206,37 +141,25 @@ function M.connect(url, opts)
   return client
 end
 
-function Client:on_reconnect(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'client:on_reconnect' (function expected, got %s)", type(fn)) end
-  self.on_reconnect_handlers[#self.on_reconnect_handlers + 1] = fn
-  return self
-end
-
-function Client:on_error(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'client:on_error' (function expected, got %s)", type(fn)) end
-  self.on_error_handlers[#self.on_error_handlers + 1] = fn
-  return self
-end
+kit.define_handlers(Client, "client", { "reconnect", "error" })
 
 -- Waits for connection_ack: true, or nil, err (refused, timeout, closed).
 function Client:wait_ready(timeout)
   if self.state == "ready" then return true end
   if self.state == "closed" then return nil, self.final_error or "closed" end
-  local slot = new_slot()
-  self.ready_waiters[#self.ready_waiters + 1] = slot
-  local ok, err = wait_in(slot, "client:wait_ready", timeout)
-  if not ok then
-    for i, x in ipairs(self.ready_waiters) do
-      if x == slot then table.remove(self.ready_waiters, i) break end
-    end
+  -- One future for every caller until the wait ends; a caller's timeout is its own.
+  local ready = self.ready
+  if not ready then
+    ready = mw.future("client:wait_ready")
+    self.ready = ready
   end
-  return ok, err
+  return ready:wait(timeout)
 end
 
 function Client:_wake_ready(...)
-  local list = self.ready_waiters
-  self.ready_waiters = {}
-  for _, slot in ipairs(list) do slot.wake(...) end
+  local ready = self.ready
+  self.ready = nil
+  if ready then ready:set(...) end
 end
 
 function Client:_opened(info)
@@ -306,7 +229,7 @@ local function finish(op, err)
   op.done, op.error = true, err
   if op.on_complete and not err then op.on_complete(op) end
   if op.on_error and err then op.on_error(op, err) end
-  if op.slot then op.slot.wake(nil, err or "complete") end
+  if op.waiting then op.waiting:set(nil, err or "complete") end
 end
 
 function Client:_result(op, payload)
@@ -318,16 +241,15 @@ function Client:_result(op, payload)
     return
   end
   local q = op.queue
-  if #q >= self.buffer then
-    table.remove(q, 1)
-    op.dropped = op.dropped + 1
+  if q:push(payload) then
+    op.dropped = q.dropped
     if op.dropped == 1 then
       mw.log.warn(("graphql-ws: subscription %s keeps %d results nobody takes; dropping the oldest (read them, or give on_next)")
         :format(op.id, self.buffer))
     end
   end
-  q[#q + 1] = payload
-  if op.slot then op.slot.wake(table.remove(q, 1)) end
+  local waiting = op.waiting
+  if waiting and not waiting:is_set() then waiting:set(q:pop()) end
 end
 
 function Client:_message(msg)
@@ -410,7 +332,7 @@ function Client:_start(fname, query, variables, opts, subscription)
   end
   self.next_id = self.next_id + 1
   local op = setmetatable({ client = self, id = tostring(self.next_id), query = query, variables = variables,
-    operation_name = opts.operation_name, subscription = subscription, queue = {}, dropped = 0,
+    operation_name = opts.operation_name, subscription = subscription, queue = kit.inbox(self.buffer), dropped = 0,
     on_next = opts.on_next, on_error = opts.on_error, on_complete = opts.on_complete }, Subscription)
   self.ops[op.id] = op
   self.count = self.count + 1
@@ -428,19 +350,18 @@ end
 -- query / mutation: one result. Returns data, or nil, err [, result] (err
 -- names the GraphQL errors in words; result is the whole payload).
 local function one_shot(self, fname, query, variables, opts)
-  waiting_coroutine(fname)
+  running(fname)
   local timeout = opts and opts.timeout or self.timeout
   local op, err = self:_start(fname, query, variables, opts, false)
   if not op then return nil, err end
-  local slot = new_slot()
-  op.slot = slot
+  op.waiting = mw.future(fname)
   local result
-  result, err = wait_in(slot, fname, timeout)
-  op.slot = nil
+  result, err = op.waiting:wait(timeout)
+  op.waiting = nil
   if result == nil then
     if err == "timeout" then op:stop() end
     if err ~= "complete" then return nil, err end
-    result = op.queue[1]
+    result = op.queue:pop()
     if result == nil then return nil, "graphql: the operation completed without a result" end
   elseif not op.done then
     -- The result is in; the complete that follows finds no operation and is dropped.
@@ -466,13 +387,12 @@ end
 
 -- The next result: result, or nil, "complete" / nil, err.
 function Subscription:next(timeout)
-  local q = self.queue
-  if #q > 0 then return table.remove(q, 1) end
+  local kept = self.queue:pop()
+  if kept ~= nil then return kept end
   if self.done then return nil, self.error or "complete" end
-  local slot = new_slot()
-  self.slot = slot
-  local result, err = wait_in(slot, "sub:next", timeout)
-  self.slot = nil
+  self.waiting = mw.future("sub:next")
+  local result, err = self.waiting:wait(timeout)
+  self.waiting = nil
   return result, err
 end
 

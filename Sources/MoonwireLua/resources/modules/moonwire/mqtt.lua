@@ -77,22 +77,11 @@ end
 local MAX_REMAINING = 268435455
 
 ---------------------------------------------------------------------------------------
--- Misuse is raised at the script's line: frames of this file (and of moonwire's own
--- Lua, chunks named "@moonwire/...") are passed over.
-local SELF = debug.getinfo(1, "S").source
-local function user_level()
-  local level = 2
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info then return level end
-    if info.what ~= "C" and info.source ~= SELF and info.source:sub(1, 10) ~= "@moonwire/" then return level end
-    level = level + 1
-  end
-end
-local function misuse(fmt, ...) error(fmt:format(...), user_level()) end
-local function bad_argument(n, fname, expected, value)
-  misuse("bad argument #%d to '%s' (%s expected, got %s)", n, fname, expected, type(value))
-end
+-- The prelude's helpers, given by require: misuse raised at the script's line (frames
+-- of moonwire's own Lua, chunks named "@moonwire/...", are passed over), the check that
+-- the caller may wait, and resume for the handler coroutines kept here.
+local kit = select(3, ...)
+local misuse, bad_argument, running, resume = kit.misuse, kit.bad_argument, kit.running, kit.resume
 
 ---------------------------------------------------------------------------------------
 -- Encoding.
@@ -334,35 +323,30 @@ function M.topic_matches(filter, topic)
 end
 
 ---------------------------------------------------------------------------------------
--- Waiting. The calling coroutine yields here; a packet, a timer or the end of the
--- connection resumes it with the result.
+-- Waiting. The calling coroutine waits in its waiter's future (mw.future); a packet, a
+-- timer or the end of the connection sets it with the result. A waiter is a key of
+-- `list` (a set) while it waits.
 
-local function running(fname)
-  local co, main = coroutine.running()
-  if main then
-    misuse("%s: only inside a coroutine (the main chunk, mw.spawn or a test body); a callback cannot wait,"
-      .. " start a coroutine with mw.spawn", fname)
-  end
-  return co
+local function waiter(fname, list, match)
+  local w = { future = mw.future(fname), list = list, match = match }
+  if list then list[w] = true end
+  return w
 end
 
 local function settle(w, ...)
-  if w.done then return end
-  w.done = true
-  if w.timer then w.timer:cancel() end
   if w.list then w.list[w] = nil end
-  local ok, err = coroutine.resume(w.co, ...)
-  -- An error (or mw.exit) in the resumed code belongs to it: raised again here, it is
-  -- reported as any error in a callback is.
-  if not ok then error(err, 0) end
+  w.future:set(...)
+end
+
+local function outcome(w, timeout_text, ...)
+  if w.future:is_set() then return ... end
+  if w.list then w.list[w] = nil end
+  return nil, timeout_text
 end
 
 -- Waits until settle(w, ...) and returns what it got; nil, timeout_text after `timeout`.
 local function wait(w, timeout, timeout_text)
-  if timeout then
-    w.timer = mw.after(timeout, function() settle(w, nil, timeout_text) end)
-  end
-  return coroutine.yield()
+  return outcome(w, timeout_text, w.future:wait(timeout))
 end
 
 local function settle_all(list, ...)
@@ -504,8 +488,7 @@ local function run_handler(self, fn, a, b)
   if n == 0 then return spawn(runner, idle, fn, a, b) end
   local co = idle[n]
   idle[n] = nil
-  local ok, err = coroutine.resume(co, fn, a, b)
-  if not ok then error(err, 0) end
+  resume(co, fn, a, b)
 end
 
 local function deliver(self, msg)
@@ -520,7 +503,7 @@ local function deliver(self, msg)
   end
   if routed then return end
   for w in pairs(self.expecting) do
-    if not w.done and w.match(msg) then
+    if not w.future:is_set() and w.match(msg) then
       self.expecting[w] = nil
       settle(w, msg)
       return
@@ -531,20 +514,11 @@ local function deliver(self, msg)
     for _, fn in ipairs(on_message) do run_handler(self, fn, self, msg) end
     return
   end
-  local q = self.inbox
-  if q.tail - q.head + 1 >= self.inbox_limit then
-    q[q.head] = nil
-    q.head = q.head + 1
-    self.dropped = self.dropped + 1
-    if not self.warned_inbox then
-      self.warned_inbox = true
-      mw.log.warn(("mqtt %s: the inbox is full (%d messages nobody took: no handler, expect or receive);"
-        .. " dropping the oldest, counted in m:stats().dropped (raise opts.inbox, or subscribe with a handler)")
-        :format(self.url, self.inbox_limit))
-    end
+  if self.inbox:push(msg) and self.inbox.dropped == 1 then
+    mw.log.warn(("mqtt %s: the inbox is full (%d messages nobody took: no handler, expect or receive);"
+      .. " dropping the oldest, counted in m:stats().dropped (raise opts.inbox, or subscribe with a handler)")
+      :format(self.url, self.inbox.limit))
   end
-  q.tail = q.tail + 1
-  q[q.tail] = msg
 end
 
 -- The ack flows of our publishes: PUBACK ends QoS 1; PUBREC moves QoS 2 to PUBREL,
@@ -865,11 +839,10 @@ function M.connect(url, opts)
     keepalive = opts.keepalive or 60, timeout = opts.timeout or 10,
     max_inflight = opts.max_inflight or 20, max_packet = opts.max_packet or 16 * 1024 * 1024,
     session_expiry = opts.session_expiry or (clean and 0 or 0xFFFFFFFF),
-    inbox_limit = opts.inbox or 1000,
+    inbox = kit.inbox(opts.inbox or 1000),
     handlers = {}, idle = {}, subs = {}, ids = {}, last_id = 0, pending = {}, resubscribing = {},
     inflight = {}, order = {}, inflight_count = 0, incoming = {}, window_waiters = {}, expecting = {},
-    waiting = {}, event_waiters = {}, inbox = { head = 1, tail = 0 },
-    dropped = 0, received = 0, published = 0, connects = 0,
+    waiting = {}, event_waiters = {}, received = 0, published = 0, connects = 0,
   }, Client)
   self.window = self.max_inflight
   for _, k in ipairs { "keepalive", "max_inflight", "max_packet", "inbox" } do
@@ -953,9 +926,8 @@ function M.connect(url, opts)
       end
     end
   end)
-  local co = running("mqtt.connect")
-  local w = { co = co, list = self.waiting }
-  self.waiting[w] = true
+  running("mqtt.connect")
+  local w = waiter("mqtt.connect", self.waiting)
   self.connect_waiter = w
   local ok, err = wait(w, self.timeout, nil)
   self.connect_waiter = nil
@@ -987,8 +959,8 @@ end
 
 -- Waits for the SUBACK / UNSUBACK of packet `bytes` with id `id`.
 local function request(self, fname, id, bytes, timeout, what)
-  local w = { co = running(fname), list = self.waiting }
-  self.waiting[w] = true
+  running(fname)
+  local w = waiter(fname, self.waiting)
   self.pending[id] = w
   self.ids[id] = true
   local sent, err = self.conn:send(bytes)
@@ -1080,11 +1052,9 @@ function Client:publish(topic, payload, opts)
     return sent, why
   end
   self.published = self.published + 1
-  local co = running("m:publish")
+  running("m:publish")
   while self.inflight_count >= self.window do
-    local w = { co = co, list = self.window_waiters }
-    self.window_waiters[w] = true
-    local slot, why = wait(w)
+    local slot, why = wait(waiter("m:publish", self.window_waiters))
     if not slot then return nil, why end
   end
   local id = next_id(self)
@@ -1101,8 +1071,7 @@ function Client:publish(topic, payload, opts)
   end
   if opts.wait == false then return id end
   local timeout = opts.timeout or self.timeout
-  local w = { co = co, list = self.waiting }
-  self.waiting[w] = true
+  local w = waiter("m:publish", self.waiting)
   f.waiter = w
   local result, why = wait(w, timeout, ("timeout: no %s for packet %d within %g s (still in flight: sent again"
     .. " after a reconnect)"):format(qos == 1 and "PUBACK" or "PUBCOMP", id, timeout))
@@ -1113,13 +1082,12 @@ end
 -- Waits until no publish is in flight (every wait = false publish acknowledged).
 function Client:flush(timeout)
   check_self(self, "m:flush")
-  local co = running("m:flush")
+  running("m:flush")
   local deadline = timeout and mw.now() + timeout
   while self.inflight_count > 0 do
     local ok, err = usable(self)
     if not ok then return nil, err end
-    local w = { co = co, list = self.window_waiters }
-    self.window_waiters[w] = true
+    local w = waiter("m:flush", self.window_waiters)
     local left = deadline and math.max(0, deadline - mw.now())
     local slot, why = wait(w, left, ("timeout: %d publishes still in flight"):format(self.inflight_count))
     if not slot then return nil, why end
@@ -1138,19 +1106,6 @@ local function message_matcher(match, fname)
   return function(msg) return f(msg.topic) end
 end
 
-local function take_inbox(self, match)
-  local q = self.inbox
-  for i = q.head, q.tail do
-    local msg = q[i]
-    if match(msg) then
-      table.move(q, i + 1, q.tail, i)
-      q[q.tail] = nil
-      q.tail = q.tail - 1
-      return msg
-    end
-  end
-end
-
 -- m:expect([filter | fn] [, timeout]) -> msg | nil, err: the first message (kept in the
 -- inbox, or the next to arrive) that no subscription handler took and that matches.
 function Client:expect(match, timeout)
@@ -1163,13 +1118,12 @@ function Client:expect(match, timeout)
     bad_argument(2, "m:expect", "number", timeout)
   end
   local m = message_matcher(match, "m:expect")
-  local msg = take_inbox(self, m)
+  local msg = self.inbox:take(m)
   if msg then return msg end
   local ok, err = usable(self)
   if not ok then return nil, err end
-  local w = { co = running("m:expect"), list = self.expecting, match = m }
-  self.expecting[w] = true
-  return wait(w, timeout or self.timeout, ("timeout: no message%s within %g s"):format(
+  running("m:expect")
+  return wait(waiter("m:expect", self.expecting, m), timeout or self.timeout, ("timeout: no message%s within %g s"):format(
     type(match) == "string" and (" on '" .. match .. "'") or "", timeout or self.timeout))
 end
 
@@ -1208,11 +1162,10 @@ function Client:wait(event, timeout)
   if not EVENTS[event] then bad_argument(1, "m:wait", '"connect", "reconnect", "close" or "error"', event) end
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then bad_argument(2, "m:wait", "number", timeout) end
   if self.closed then return nil, self.failed or "closed" end
+  running("m:wait")
   local list = self.event_waiters[event] or {}
   self.event_waiters[event] = list
-  local w = { co = running("m:wait"), list = list }
-  list[w] = true
-  return wait(w, timeout or self.timeout, ("timeout: no %s within %g s"):format(event, timeout or self.timeout))
+  return wait(waiter("m:wait", list), timeout or self.timeout, ("timeout: no %s within %g s"):format(event, timeout or self.timeout))
 end
 
 -- m:disconnect([reason_code]): DISCONNECT (no will), then the connection closes.
@@ -1232,8 +1185,7 @@ Client.close = Client.disconnect
 
 function Client:stats()
   check_self(self, "m:stats")
-  local q = self.inbox
-  return { inflight = self.inflight_count, inbox = q.tail - q.head + 1, dropped = self.dropped,
+  return { inflight = self.inflight_count, inbox = self.inbox:count(), dropped = self.inbox.dropped,
            published = self.published, received = self.received, reconnects = math.max(0, self.connects - 1),
            subscriptions = #self.subs, connection = self.conn:stats() }
 end
@@ -1476,14 +1428,7 @@ function Broker:publish(topic, payload, opts)
 end
 -- b:on_connect(fn(client_id, info)), b:on_subscribe(fn(client_id, filter, qos)),
 -- b:on_publish(fn(msg)) where msg = { topic, payload, qos, retain, client_id }.
-for _, event in ipairs { "connect", "subscribe", "publish" } do
-  Broker["on_" .. event] = function(self, fn)
-    if type(fn) ~= "function" then bad_argument(1, "b:on_" .. event, "function", fn) end
-    local list = self.handlers[event]
-    list[#list + 1] = fn
-    return self
-  end
-end
+kit.define_handlers(Broker, "b", { "connect", "subscribe", "publish" }, function(b) return b.handlers end, "%s")
 
 M.reason_text = reason_text
 

@@ -67,70 +67,24 @@ local FORMAT_VIOLATION = { ["1.6"] = "FormationViolation", ["2.0.1"] = "FormatVi
 local DEFAULT_TIMEOUT = 30
 local DEFAULT_MAX_WAITING = 64
 
--- Misuse is raised at the first frame that is neither this module's nor moonwire's:
--- the user's line.
-local SOURCE = debug.getinfo(1, "S").source
-local function misuse(message)
-  local level = 2
-  while true do
-    local info = debug.getinfo(level, "S")
-    if not info or (info.what ~= "C" and info.source ~= SOURCE and info.source:sub(1, 10) ~= "@moonwire/") then break end
-    level = level + 1
-  end
-  error(message, level)
-end
+-- The prelude's helpers (misuse at the user's line, the check that the caller
+-- may wait, waiters in a list woken by what they wait for), given by require.
+local kit = select(3, ...)
+local misuse, running, wait_listed, wake_listed = kit.misuse, kit.running, kit.wait_listed, kit.wake_listed
 
 -- ---------------------------------------------------------------------------
--- Waiting: the calling coroutine yields; a callback (a message, a timer, a
--- close) resumes it with the outcome. An error in the resumed coroutine is
--- raised again in the callback that resumed it, so it is reported as any
--- uncaught error of the script, with the coroutine's traceback.
+-- Waiting: the calling coroutine waits in a future (mw.future); a callback (a
+-- message, a timer, a close) sets it with the outcome.
 
-local function running(fname)
-  local co, main = coroutine.running()
-  if main then
-    misuse(fname .. ": only inside a coroutine (the main chunk, mw.spawn or a test body);"
-      .. " a callback cannot wait, start a coroutine with mw.spawn")
-  end
-  return co
+-- The running coroutine waits in `list` until `wake` picks it, or until
+-- `timeout` seconds passed (then nil, "timeout after N s: <what>").
+local function wait_in(list, fname, timeout, what, entry)
+  entry = entry or {}
+  entry.future = mw.future(fname)
+  return wait_listed(list, entry, timeout, timeout and ("timeout after %g s: %s"):format(timeout, what))
 end
 
-local function resume(co, ...)
-  if coroutine.status(co) ~= "suspended" then return end
-  local ok, err = coroutine.resume(co, ...)
-  if not ok then error(debug.traceback(co, tostring(err)), 0) end
-end
-
--- Waiters: the running coroutine waits in `list` until `wake` picks it, or
--- until `timeout` seconds passed (then nil, "timeout after N s: <what>").
-local function wait_in(list, fname, timeout, what, fields)
-  local entry = fields or {}
-  entry.co = running(fname)
-  list[#list + 1] = entry
-  -- A wait without a timeout still holds a timer: the script stays alive while it waits.
-  entry.timer = mw.after(timeout or 1e9, function()
-    for i, e in ipairs(list) do
-      if e == entry then
-        table.remove(list, i)
-        return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
-      end
-    end
-  end)
-  return coroutine.yield()
-end
-
--- Resumes (with ...) every waiter of `list` that `pick` accepts (all without `pick`).
-local function wake(list, pick, ...)
-  local chosen, i = {}, 1
-  while i <= #list do
-    if not pick or pick(list[i]) then chosen[#chosen + 1] = table.remove(list, i) else i = i + 1 end
-  end
-  for _, e in ipairs(chosen) do
-    if e.timer then e.timer:cancel() end
-    resume(e.co, ...)
-  end
-  return #chosen > 0
-end
+local wake = wake_listed
 
 -- A fresh message id: 36 characters at most, unique per sender (a UUID v4).
 local function message_id()
@@ -206,25 +160,25 @@ function Endpoint:call(action, payload, timeout, fname)
   end
   -- Encoding errors (a function in the payload) are the caller's, at once.
   local ok, err = pcall(mw.json.encode, payload)
-  if not ok then misuse(fname .. ": payload: " .. tostring(err):gsub("^.-mw%.json%.encode: ", "")) end
-  local co = running(fname)
+  if not ok then misuse(fname .. ": payload: " .. (tostring(err):gsub("^.-mw%.json%.encode: ", ""))) end
+  running(fname)
   if self.closed_for_good then return nil, action .. ": " .. self.closed_for_good end
   if #self.queue >= self.max_waiting then
     return nil, ("%s: too many calls waiting (%d; one CALL at a time is in flight)"):format(action, self.max_waiting)
   end
   timeout = timeout or self.timeout
+  -- The call's own timer ends it (its deadline counts while it waits its turn);
+  -- one that fails before the caller waits (a send refused at once) is kept in
+  -- the future for it.
+  local result = mw.future(fname)
   local call = { id = message_id(), action = action, payload = payload }
-  local done = false
   local timer
   function call.finish(...)
-    if done then return end
-    done = true
     if timer then timer:cancel() end
-    -- Failed before the caller even waited (a send refused at once): kept for it.
-    if coroutine.running() == co then call.outcome = table.pack(...) else resume(co, ...) end
+    result:set(...)
   end
   timer = mw.after(timeout, function()
-    if done then return end
+    if result:is_set() then return end
     local sent = self.inflight == call
     if sent then self.inflight = nil else
       for i, c in ipairs(self.queue) do if c == call then table.remove(self.queue, i) break end end
@@ -241,8 +195,7 @@ function Endpoint:call(action, payload, timeout, fname)
     self.queue[#self.queue + 1] = call
   end
   self:pump()
-  if call.outcome then return table.unpack(call.outcome, 1, call.outcome.n) end
-  return coroutine.yield()
+  return result:wait()
 end
 
 -- The socket opened (again): waiting calls go out.
@@ -441,7 +394,7 @@ function ocpp.connect(url, opts)
       misuse("bad argument #2 to 'ocpp.connect' (opts.id: a charge point id string expected)")
     end
     -- %-encoded in the path: an id may hold any character (the central system decodes it).
-    url = url:gsub("/*$", "") .. "/" .. mine.id:gsub("[^%w%-%._~:]", function(ch) return ("%%%02X"):format(ch:byte()) end)
+    url = url:gsub("/*$", "") .. "/" .. kit.url_escape(mine.id, ":")
   end
   local id = mine.id or url:match("([^/]+)/*$")
   if mine.password ~= nil then
@@ -517,16 +470,7 @@ function ChargePoint:on(action, fn)
   return self
 end
 
-local function add_hook(list, fname, fn)
-  if type(fn) ~= "function" then
-    misuse(("bad argument #1 to '%s' (function expected, got %s)"):format(fname, type(fn)))
-  end
-  list[#list + 1] = fn
-end
-
-function ChargePoint:on_open(fn) add_hook(self.on_open_handlers, "cp:on_open", fn) return self end
-function ChargePoint:on_close(fn) add_hook(self.on_close_handlers, "cp:on_close", fn) return self end
-function ChargePoint:on_error(fn) add_hook(self.on_error_handlers, "cp:on_error", fn) return self end
+kit.define_handlers(ChargePoint, "cp", { "open", "close", "error" })
 
 -- cp:wait_open([timeout]) -> true | nil, err
 function ChargePoint:wait_open(timeout)
@@ -560,7 +504,7 @@ local CS_OPTIONS = { version = true, versions = true, timeout = true, max_waitin
 -- The charge point id: the last segment of the request path, %-decoded.
 local function id_from_path(path)
   local last = (path or ""):gsub("%?.*$", ""):match("([^/]+)/*$") or ""
-  return (last:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+  return kit.url_unescape(last)
 end
 
 function ocpp.listen(url, opts)
@@ -645,9 +589,7 @@ function CentralSystem:on(action, fn)
   return self
 end
 
-function CentralSystem:on_connect(fn) add_hook(self.on_connect_handlers, "cs:on_connect", fn) return self end
-function CentralSystem:on_close(fn) add_hook(self.on_close_handlers, "cs:on_close", fn) return self end
-function CentralSystem:on_error(fn) add_hook(self.on_error_handlers, "cs:on_error", fn) return self end
+kit.define_handlers(CentralSystem, "cs", { "connect", "close", "error" })
 -- The URL charge points connect to, with their id after it: ws://127.0.0.1:9000/ocpp/
 function CentralSystem:url() return self.server:url():gsub("/$", "") .. self.path .. "/" end
 function CentralSystem:close() return self.server:close() end

@@ -20,58 +20,13 @@ local json = mw.json
 
 local M = {}
 
-local MY_SOURCE = debug.getinfo(1, "S").source
-
--- The level, as error() counts it, of the first caller outside this file.
-local function user_level()
-  local level = 2
-  while true do
-    local info = debug.getinfo(level + 1, "S")
-    if not info then return level end
-    if info.what ~= "C" and info.source ~= MY_SOURCE and info.source:sub(1, 10) ~= "@moonwire/" then
-      return level
-    end
-    level = level + 1
-  end
-end
-
-local function misuse(fmt, ...)
-  error(fmt:format(...), user_level())
-end
-
--- Waiting without the prelude's internals: the running coroutine yields, and
--- wake resumes it from the event that completes the wait (or from its timer).
-local function waiting_coroutine(fname)
-  local co, main = coroutine.running()
-  if main then
-    misuse("%s: only inside a coroutine (the main chunk, mw.spawn or a test body); "
-      .. "a callback cannot wait, start a coroutine with mw.spawn", fname)
-  end
-  return co
-end
-
-local function wait_in(slot, fname, timeout)
-  local co = waiting_coroutine(fname)
-  slot.co = co
-  if timeout then
-    slot.timer = mw.after(timeout, function() slot.wake(nil, "timeout") end)
-  end
-  return coroutine.yield()
-end
-
-local function new_slot()
-  local slot = {}
-  function slot.wake(...)
-    local co = slot.co
-    if not co then return false end
-    slot.co = nil
-    if slot.timer then slot.timer:cancel() end
-    local ok, err = coroutine.resume(co, ...)
-    if not ok then error(err, 0) end
-    return true
-  end
-  return slot
-end
+-- The prelude's helpers, given by require: misuse raised at the caller's line, the
+-- check that the caller may wait (before an emit goes out), and waiters in a list
+-- woken by what they wait for. Waits are futures (mw.future).
+local kit = select(3, ...)
+local misuse, running, wait_listed, wake_listed = kit.misuse, kit.running, kit.wait_listed, kit.wake_listed
+local positive = kit.positive
+local function check_options(opts, known, fname) return kit.check_options(opts, known, fname, 2) end
 
 -- Binary data: a string marked with sio.binary(s), or any string that is not
 -- valid UTF-8 (it could not be JSON text), travels as an attachment.
@@ -256,24 +211,6 @@ local function unpack_result(r)
   return table.unpack(r, 1, r.n)
 end
 
-local function check_options(opts, known, fname)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then misuse("bad argument #2 to '%s' (table expected, got %s)", fname, type(opts)) end
-  for k in pairs(opts) do
-    if not known[k] then misuse("bad argument #2 to '%s' (unknown option 'opts.%s')", fname, tostring(k)) end
-  end
-  return opts
-end
-
-local function positive(opts, key, default, fname)
-  local v = opts[key]
-  if v == nil then return default end
-  if type(v) ~= "number" or v <= 0 then
-    misuse("bad argument #2 to '%s' (opts.%s: a positive number expected, got %s)", fname, key, tostring(v))
-  end
-  return v
-end
-
 local INBOX = 1000
 
 ---------------------------------------------------------------------------
@@ -283,8 +220,8 @@ local INBOX = 1000
 local Events = {}
 
 local function init_events(s)
-  s.handlers, s.any, s.inbox, s.waiters, s.acks = {}, {}, {}, {}, {}
-  s.next_ack, s.pending_acks, s.dropped = 0, 0, 0
+  s.handlers, s.any, s.inbox, s.waiters, s.acks = {}, {}, kit.inbox(INBOX), {}, {}
+  s.next_ack, s.pending_acks = 0, 0
 end
 
 function Events:on(event, fn)
@@ -319,7 +256,7 @@ local function deliver(s, event, args, reply)
     if w.event == event then
       table.remove(s.waiters, i)
       if reply then reply(table.pack()) end
-      w.slot.wake(args)
+      w.future:set(args)
       return
     end
   end
@@ -340,15 +277,10 @@ local function deliver(s, event, args, reply)
   end
   if reply then reply(table.pack()) end
   local inbox = s.inbox
-  if #inbox >= INBOX then
-    table.remove(inbox, 1)
-    s.dropped = s.dropped + 1
-    if s.dropped == 1 then
-      mw.log.warn(("socket.io %s: %d events wait for s:expect and nobody handles them; dropping the oldest "
-        .. "(add a handler with s:on)"):format(s.nsp, INBOX))
-    end
+  if inbox:push({ event = event, args = args }) and inbox.dropped == 1 then
+    mw.log.warn(("socket.io %s: %d events wait for s:expect and nobody handles them; dropping the oldest "
+      .. "(add a handler with s:on)"):format(s.nsp, INBOX))
   end
-  inbox[#inbox + 1] = { event = event, args = args }
 end
 
 -- Waits for the next event named `event` (one kept already counts); returns
@@ -358,22 +290,11 @@ function Events:expect(event, timeout)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout < 0) then
     misuse("bad argument #2 to 's:expect' (seconds expected, got %s)", type(timeout))
   end
-  for i, item in ipairs(self.inbox) do
-    if item.event == event then
-      table.remove(self.inbox, i)
-      return unpack_result(item.args)
-    end
-  end
+  local kept = self.inbox:take(function(item) return item.event == event end)
+  if kept then return unpack_result(kept.args) end
   if self:_final() then return nil, self.final_reason or "disconnected" end
-  local w = { event = event, slot = new_slot() }
-  self.waiters[#self.waiters + 1] = w
-  local args, err = wait_in(w.slot, "s:expect", timeout)
-  if args == nil then
-    for i, x in ipairs(self.waiters) do
-      if x == w then table.remove(self.waiters, i) break end
-    end
-    return nil, err
-  end
+  local args, err = wait_listed(self.waiters, { event = event, future = mw.future("s:expect") }, timeout)
+  if args == nil then return nil, err end
   return unpack_result(args)
 end
 
@@ -398,8 +319,8 @@ local function take_ack(s, id)
 end
 
 local function run_ack(entry, args)
-  if entry.slot then
-    entry.slot.wake(args)
+  if entry.future then
+    entry.future:set(args)
   else
     mw.spawn(entry.fn, table.unpack(args, 1, args.n))
   end
@@ -410,11 +331,9 @@ local function drop_acks(s, why)
   local acks = s.acks
   s.acks, s.pending_acks = {}, 0
   for _, entry in pairs(acks) do
-    if entry.slot then entry.slot.wake(nil, why) end
+    if entry.future then entry.future:set(nil, why) end
   end
-  local waiters = s.waiters
-  s.waiters = {}
-  for _, w in ipairs(waiters) do w.slot.wake(nil, why) end
+  wake_listed(s.waiters, nil, nil, why)
 end
 
 -- emit(event, ...[, fn]): with a function last, fn(...) gets the ack's arguments.
@@ -440,9 +359,9 @@ end
 -- arguments (true when it had none), or nil, "timeout" / nil, err.
 local function call(s, timeout, fname, event, ...)
   check_event(event, fname)
-  waiting_coroutine(fname)
-  local slot = new_slot()
-  local id, err = register_ack(s, { slot = slot })
+  running(fname)
+  local answer = mw.future(fname)
+  local id, err = register_ack(s, { future = answer })
   if not id then return nil, err end
   local data, atts = pack_args(event, select("#", ...), ...)
   local ok
@@ -452,7 +371,7 @@ local function call(s, timeout, fname, event, ...)
     return nil, err
   end
   local args
-  args, err = wait_in(slot, fname, timeout)
+  args, err = answer:wait(timeout)
   if args == nil then
     take_ack(s, id)
     return nil, err
@@ -502,7 +421,7 @@ local function receive_packet(s, p, atts)
 end
 
 local function events_stats(s)
-  return { pending_acks = s.pending_acks, kept = #s.inbox, dropped = s.dropped }
+  return { pending_acks = s.pending_acks, kept = s.inbox:count(), dropped = s.inbox.dropped }
 end
 
 ---------------------------------------------------------------------------
@@ -550,9 +469,7 @@ Socket.__index = Socket
 local Client = {}
 Client.__index = Client
 
-local function urlencode(s)
-  return (tostring(s):gsub("[^%w%-%._~]", function(c) return ("%%%02X"):format(c:byte()) end))
-end
+local urlencode = kit.url_escape
 
 -- The Engine.IO WebSocket URL for `url` and the namespace its path names.
 -- http(s):// and ws(s):// both work; a path other than the engine path
@@ -623,7 +540,6 @@ local function new_socket(client, nsp, auth)
   init_events(s)
   s.ack_timeout, s.max_acks, s.buffer_limit = client.ack_timeout, client.max_acks, client.buffer_limit
   s.on_connect_handlers, s.on_disconnect_handlers, s.on_connect_error_handlers, s.on_reconnect_handlers = {}, {}, {}, {}
-  s.connect_waiters = {}
   s.connects = 0
   return s
 end
@@ -676,15 +592,7 @@ function Socket:of(nsp, opts)
   return s
 end
 
-for _, event in ipairs { "connect", "disconnect", "connect_error", "reconnect" } do
-  local key, fname = "on_" .. event .. "_handlers", "s:on_" .. event
-  Socket["on_" .. event] = function(self, fn)
-    if type(fn) ~= "function" then misuse("bad argument #1 to '%s' (function expected, got %s)", fname, type(fn)) end
-    local list = self[key]
-    list[#list + 1] = fn
-    return self
-  end
-end
+kit.define_handlers(Socket, "s", { "connect", "disconnect", "connect_error", "reconnect" })
 
 function Socket:_final() return self.state == "disconnected" or self.state == "refused" end
 
@@ -697,21 +605,19 @@ function Socket:wait_connected(timeout)
   end
   if self.state == "connected" then return true end
   if self:_final() then return nil, self.final_reason or "disconnected" end
-  local slot = new_slot()
-  self.connect_waiters[#self.connect_waiters + 1] = slot
-  local ok, err = wait_in(slot, "s:wait_connected", timeout)
-  if not ok then
-    for i, x in ipairs(self.connect_waiters) do
-      if x == slot then table.remove(self.connect_waiters, i) break end
-    end
+  -- One future for every caller until the wait ends; a caller's timeout is its own.
+  local joined = self.joined
+  if not joined then
+    joined = mw.future("s:wait_connected")
+    self.joined = joined
   end
-  return ok, err
+  return joined:wait(timeout)
 end
 
 local function wake_connect_waiters(s, ...)
-  local list = s.connect_waiters
-  s.connect_waiters = {}
-  for _, slot in ipairs(list) do slot.wake(...) end
+  local joined = s.joined
+  s.joined = nil
+  if joined then joined:set(...) end
 end
 
 function Socket:_send_packet(ptype, id, data, atts)
@@ -1016,11 +922,7 @@ end
 
 -- on_connect(fn(socket, auth)): a handler returning false (and a message)
 -- refuses the connection with CONNECT_ERROR.
-function Namespace:on_connect(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'nsp:on_connect' (function expected, got %s)", type(fn)) end
-  self.on_connect_handlers[#self.on_connect_handlers + 1] = fn
-  return self
-end
+kit.define_handlers(Namespace, "nsp", { "connect" })
 
 function Namespace:sockets()
   local list = {}
@@ -1097,11 +999,7 @@ function ServerSocket:leave(room)
   return self
 end
 
-function ServerSocket:on_disconnect(fn)
-  if type(fn) ~= "function" then misuse("bad argument #1 to 'socket:on_disconnect' (function expected, got %s)", type(fn)) end
-  self.on_disconnect_handlers[#self.on_disconnect_handlers + 1] = fn
-  return self
-end
+kit.define_handlers(ServerSocket, "socket", { "disconnect" })
 
 function ServerSocket:_final() return self.state == "disconnected" end
 

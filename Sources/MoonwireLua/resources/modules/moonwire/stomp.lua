@@ -29,60 +29,16 @@ local CLIENT_COMMANDS = { CONNECT = true, STOMP = true, SEND = true, SUBSCRIBE =
 local ACK_MODES = { auto = true, client = true, ["client-individual"] = true }
 
 -- ---------------------------------------------------------------------------
--- Misuse is raised at the first frame that is neither this module's nor moonwire's.
-local SOURCE = debug.getinfo(1, "S").source
-local function misuse(message)
-  local level = 2
-  while true do
-    local info = debug.getinfo(level, "S")
-    if not info or (info.what ~= "C" and info.source ~= SOURCE and info.source:sub(1, 10) ~= "@moonwire/") then break end
-    level = level + 1
-  end
-  error(message, level)
-end
+-- The prelude's helpers (misuse at the user's line, the check that the caller
+-- may wait, waiters in a list woken by what they wait for), given by require.
+local kit = select(3, ...)
+local misuse, running, wait_listed, wake = kit.misuse, kit.running, kit.wait_listed, kit.wake_listed
 
-local function running(fname)
-  local co, main = coroutine.running()
-  if main then
-    misuse(fname .. ": only inside a coroutine (the main chunk, mw.spawn or a test body);"
-      .. " a callback cannot wait, start a coroutine with mw.spawn")
-  end
-  return co
-end
-
--- An error in the resumed coroutine is raised again in the callback that resumed it.
-local function resume(co, ...)
-  if coroutine.status(co) ~= "suspended" then return end
-  local ok, err = coroutine.resume(co, ...)
-  if not ok then error(debug.traceback(co, tostring(err)), 0) end
-end
-
--- The running coroutine waits in `list` until `wake` picks it, or `timeout` passes.
-local function wait_in(list, fname, timeout, what, entry)
-  entry = entry or {}
-  entry.co = running(fname)
-  list[#list + 1] = entry
-  -- A wait without a timeout still holds a timer: the script stays alive while it waits.
-  entry.timer = mw.after(timeout or 1e9, function()
-    for i, e in ipairs(list) do
-      if e == entry then
-        table.remove(list, i)
-        return resume(entry.co, nil, ("timeout after %g s: %s"):format(timeout or 1e9, what))
-      end
-    end
-  end)
-  return coroutine.yield()
-end
-
-local function wake(list, pick, ...)
-  local chosen, i = {}, 1
-  while i <= #list do
-    if not pick or pick(list[i]) then chosen[#chosen + 1] = table.remove(list, i) else i = i + 1 end
-  end
-  for _, e in ipairs(chosen) do
-    if e.timer then e.timer:cancel() end
-    resume(e.co, ...)
-  end
+-- The running coroutine waits (mw.future) in `list` until `wake` picks it, or
+-- until `timeout` seconds passed (then nil, "timeout after N s: <what>").
+local function wait_in(list, fname, timeout, what)
+  return wait_listed(list, { future = mw.future(fname) }, timeout,
+    timeout and ("timeout after %g s: %s"):format(timeout, what))
 end
 
 -- ---------------------------------------------------------------------------
@@ -380,7 +336,7 @@ function Client:dispatch(frame)
     for id, waiter in pairs(self.receipts) do
       if rid == nil or id == rid then failed[#failed + 1] = waiter self.receipts[id] = nil end
     end
-    for _, waiter in ipairs(failed) do waiter(nil, words, frame) end
+    for _, waiter in ipairs(failed) do waiter:set(nil, words, frame) end
     return
   elseif not self.connected then
     return self:violation(("%s before CONNECTED"):format(command))
@@ -396,7 +352,7 @@ function Client:dispatch(frame)
     local waiter = rid and self.receipts[rid]
     if waiter then
       self.receipts[rid] = nil
-      waiter(true)
+      waiter:set(true)
     end
   end
 end
@@ -468,11 +424,18 @@ function Client:closed(code, reason, info)
   self.receipts = {}
   for rid, waiter in pairs(waiting) do
     -- The broker may close without the RECEIPT a DISCONNECT asked for: that close is the answer.
-    if rid == self.disconnecting then waiter(true)
-    else waiter(nil, why .. " before the RECEIPT; the frame may or may not have reached the broker") end
+    if rid == self.disconnecting then waiter:set(true)
+    else waiter:set(nil, why .. " before the RECEIPT; the frame may or may not have reached the broker") end
   end
   for _, sub in pairs(self.subs) do sub:connection_lost(why, not info.will_reconnect) end
   if not info.will_reconnect then wake(self.connect_waiters, nil, nil, self.ended) end
+end
+
+-- What a wait for a RECEIPT got: the receipt's answer, else the timeout in words.
+local function receipt_outcome(self, receipt, want, command, timeout, ...)
+  if receipt:is_set() then return ... end
+  if self.receipts[want] == receipt then self.receipts[want] = nil end
+  return nil, ("timeout after %g s: no RECEIPT for %s (receipt %s)"):format(timeout, command, want)
 end
 
 -- Sends a frame through the connection's queue (it waits there until CONNECTED).
@@ -483,7 +446,7 @@ function Client:frame(command, fixed, headers, body, fname)
   if want == nil or want == false then
     return self.connection:send(encode(command, list, body))
   end
-  local co = running(fname)
+  running(fname)
   if want == true then
     self.receipt_count = self.receipt_count + 1
     want = "rcpt-" .. self.receipt_count
@@ -493,21 +456,9 @@ function Client:frame(command, fixed, headers, body, fname)
   local ok, err = self.connection:send(encode(command, list, body))
   if not ok then return nil, err end
   local timeout = self.options.receipt_timeout
-  local timer
-  local done = false
-  self.receipts[want] = function(...)
-    if done then return end
-    done = true
-    if timer then timer:cancel() end
-    resume(co, ...)
-  end
-  timer = mw.after(timeout, function()
-    if done then return end
-    done = true
-    self.receipts[want] = nil
-    resume(co, nil, ("timeout after %g s: no RECEIPT for %s (receipt %s)"):format(timeout, command, want))
-  end)
-  return coroutine.yield()
+  local receipt = mw.future(fname)
+  self.receipts[want] = receipt
+  return receipt_outcome(self, receipt, want, command, timeout, receipt:wait(timeout))
 end
 
 -- client:send(destination, body [, headers]) -> true | nil, err
@@ -548,8 +499,9 @@ function Client:subscribe(destination, opts, fn)
   id = tostring(id)
   if self.subs[id] then misuse(("client:subscribe: subscription id %q is in use"):format(id)) end
   local sub = setmetatable({ client = self, id = id, destination = destination, ack = ack, fn = fn,
-                             extra = opts.headers, inbox = { head = 1, tail = 0 }, waiters = {},
+                             extra = opts.headers, waiters = {},
                              max_queued = opts.max_queued or self.options.max_queued, dropped = 0, running = 0 }, Subscription)
+  sub.inbox = kit.inbox(sub.max_queued)
   local frame_bytes = sub:frame()   -- checks the headers at the caller's line
   self.subs[id] = sub
   sub.made = self.connected
@@ -604,12 +556,9 @@ function Subscription:deliver(frame)
       return
     end
   elseif self.waiters[1] then
-    local w = table.remove(self.waiters, 1)
-    if w.timer then w.timer:cancel() end
-    return resume(w.co, msg)
-  elseif q.tail - q.head + 1 < self.max_queued then
-    q.tail = q.tail + 1
-    q[q.tail] = msg
+    return table.remove(self.waiters, 1).future:set(msg)
+  elseif q:count() < self.max_queued then
+    q:push(msg)
     return
   end
   -- Bounded: with client acks the broker keeps it (NACK: it comes again; the
@@ -626,13 +575,8 @@ end
 -- sub:receive([timeout]) -> msg | nil, err
 function Subscription:receive(timeout)
   if self.fn then misuse("sub:receive: this subscription has a callback, which gets its messages") end
-  local q = self.inbox
-  if q.head <= q.tail then
-    local msg = q[q.head]
-    q[q.head] = nil
-    q.head = q.head + 1
-    return msg
-  end
+  local msg = self.inbox:pop()
+  if msg then return msg end
   if self.ended then return nil, self.ended end
   return wait_in(self.waiters, "sub:receive", timeout, "no MESSAGE on " .. self.destination)
 end
@@ -710,12 +654,6 @@ end
 
 function Client:close(code, reason) return self.connection:close(code, reason) end
 
-local function hook(list, fname, fn)
-  if type(fn) ~= "function" then misuse(("bad argument #1 to '%s' (function expected, got %s)"):format(fname, type(fn))) end
-  list[#list + 1] = fn
-end
-function Client:on_connected(fn) hook(self.on_connected_handlers, "client:on_connected", fn) return self end
-function Client:on_error(fn) hook(self.on_error_handlers, "client:on_error", fn) return self end
-function Client:on_close(fn) hook(self.on_close_handlers, "client:on_close", fn) return self end
+kit.define_handlers(Client, "client", { "connected", "error", "close" })
 
 return stomp
