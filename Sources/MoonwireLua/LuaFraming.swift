@@ -2,7 +2,7 @@ import MoonwireCore
 import NIOCore
 
 /// The `framing` option of `tcp://` and `tls://` connections and servers
-/// (SPEC §4): `"line"`, `"raw"`, `{ delimiter = S }`, `{ fixed = N }`,
+/// (docs/scripting.md): `"line"`, `"raw"`, `{ delimiter = S }`, `{ fixed = N }`,
 /// `{ length = B, endian =, adjust =, max = }`, or a Lua function, which the
 /// prelude has replaced by the marker `"custom"` and keeps itself.
 enum LuaFraming {

@@ -507,7 +507,7 @@ extension TimeAmount {
     static func seconds(_ s: Double) -> TimeAmount { .nanoseconds(Int64(s * 1e9)) }
 }
 
-/// A Lua framing function (SPEC §4) as a Core decoder: `fn(buffer) -> message,
+/// A Lua framing function (the `framing` option) as a Core decoder: `fn(buffer) -> message,
 /// consumed | nil`, called through the prelude with the bytes buffered so far.
 final class LuaFramer {
     weak var runtime: ScriptRuntime?

@@ -26,7 +26,7 @@ import Testing
             self.done = done
         }
 
-        func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
+        func connectionDidOpen(_ connection: ClientConnection, info: ConnectionOpenInfo) {
             self.events.append(.open(info.timing))
             try? connection.close()
         }

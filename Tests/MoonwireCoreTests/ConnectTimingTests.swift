@@ -12,7 +12,7 @@ import Testing
 
         init(_ opened: EventLoopPromise<ConnectTiming?>) { self.opened = opened }
 
-        func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
+        func connectionDidOpen(_ connection: ClientConnection, info: ConnectionOpenInfo) {
             opened.succeed(info.timing)
             try? connection.close()
         }

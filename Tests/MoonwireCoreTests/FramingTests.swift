@@ -115,11 +115,19 @@ struct FramingTests {
     }
 
     @Test func encodersRefuseWhatTheirDecoderWouldCutDifferently() throws {
-        #expect(throws: UsageError.self) { try MessageEncoder(.line()).encode(ByteBuffer(string: "a\nb")) }
-        #expect(throws: UsageError.self) { try MessageEncoder(.fixed(4)).encode(ByteBuffer(string: "abc")) }
-        #expect(throws: UsageError.self) {
+        #expect(throws: UsageError.containsDelimiter(framing: "line framing", delimiter: [0x0A])) {
+            try MessageEncoder(.line()).encode(ByteBuffer(string: "a\nb"))
+        }
+        #expect(throws: UsageError.wrongFixedSize(3, framing: 4)) { try MessageEncoder(.fixed(4)).encode(ByteBuffer(string: "abc")) }
+        #expect(throws: UsageError.tooLongForLengthHeader(256, prefix: LengthPrefix(bytes: 1))) {
             try MessageEncoder(.length(LengthPrefix(bytes: 1))).encode(ByteBuffer(repeating: 0, count: 256))
         }
+        // What a script's `nil, err` says.
+        #expect(UsageError.containsDelimiter(framing: "line framing", delimiter: [0x0A]).description
+            == #"line framing: the message contains the delimiter "\n"; it would arrive as two messages"#)
+        #expect(UsageError.wrongFixedSize(3, framing: 4).description == "fixed framing sends exactly 4 bytes, got 3")
+        #expect(UsageError.tooLongForLengthHeader(256, prefix: LengthPrefix(bytes: 1)).description
+            == "a 256-byte message does not fit a 1-byte length header (adjust 0)")
         let framed = try MessageEncoder(.length(LengthPrefix(bytes: 2, endian: .little, adjust: 2))).encode(ByteBuffer(string: "abcd"))
         #expect(Array(framed.readableBytesView) == [2, 0] + Array("abcd".utf8))
     }
@@ -140,8 +148,9 @@ struct FramingTests {
     }
 
     @Test func invalidOptionsAreUsageErrors() {
-        #expect(throws: UsageError.self) { try TCPFraming.length(LengthPrefix(bytes: 3)).validate() }
-        #expect(throws: UsageError.self) { try TCPFraming.fixed(0).validate() }
-        #expect(throws: UsageError.self) { try TCPFraming.delimiter([]).validate() }
+        #expect(throws: UsageError.lengthHeaderSize(3)) { try TCPFraming.length(LengthPrefix(bytes: 3)).validate() }
+        #expect(throws: UsageError.nonPositiveFixedSize(0)) { try TCPFraming.fixed(0).validate() }
+        #expect(throws: UsageError.emptyDelimiter) { try TCPFraming.delimiter([]).validate() }
+        #expect(UsageError.lengthHeaderSize(3).description == "length framing needs a header of 1, 2, 4 or 8 bytes, got 3")
     }
 }

@@ -127,6 +127,8 @@ final class FaultClient: ManagedConnectionDelegate, @unchecked Sendable {
     var onOpen: (ManagedConnection, ManagedConnection.OpenInfo) -> Void = { _, _ in }
     /// The `on_reconnect` hook's answer.
     var onReconnect: (Int, TimeAmount) -> ManagedConnection.RetryDecision = { _, _ in ManagedConnection.RetryDecision() }
+    /// The heartbeat's message, when the heartbeat probes with one.
+    var heartbeatMessage: ByteBuffer?
 
     private init(loop: EventLoop) {
         self.loop = loop
@@ -207,6 +209,10 @@ final class FaultClient: ManagedConnectionDelegate, @unchecked Sendable {
     func managedConnection(_ connection: ManagedConnection, willReconnect attempt: Int, delay: TimeAmount) -> ManagedConnection.RetryDecision {
         self.log.append(.willReconnect(attempt: attempt, delay: delay, at: .now()))
         return self.onReconnect(attempt, delay)
+    }
+
+    func managedConnectionHeartbeatMessage(_ connection: ManagedConnection) -> (ByteBuffer, MessageKind)? {
+        self.heartbeatMessage.map { ($0, .text) }
     }
 }
 

@@ -110,6 +110,40 @@ struct ManagedConnectionFaultTests {
         try await server.stop()
     }
 
+    /// A heartbeat message goes out through the send budget like any message. With the
+    /// budget full (the peer stopped reading) a probe larger than the room left is skipped
+    /// rather than written past the budget; unanswered, it still ends the connection.
+    @Test func heartbeatMessageStaysWithinTheSendBudget() async throws {
+        let server = try await FaultServer.start { s in
+            s.onMessage = { peer, text in
+                if text == "first", !peer.isPaused { peer.pause(for: .seconds(30)) }
+            }
+        }
+        let heartbeat = HeartbeatMonitor.Configuration(
+            interval: .milliseconds(300), timeout: .milliseconds(300), probe: .message(reply: .anyMessage)
+        )
+        var configuration = FaultClient.configuration(reconnect: nil, heartbeat: heartbeat)
+        configuration.queueBytes = 256 << 10
+        let block = 16 << 10
+        let client = try await FaultClient.start(server.url, configuration: configuration) { c in
+            // Larger than a block: once a block is refused, the probe cannot fit either.
+            c.heartbeatMessage = ByteBuffer(repeating: 0x68, count: 20_000)
+            c.onOpen = { connection, _ in
+                _ = connection.send(Self.text("first"), kind: .text)
+                // Until both sockets and then the budget are full: a few MiB.
+                for _ in 0..<10_000 where connection.send(ByteBuffer(repeating: 0x61, count: block), kind: .text) != .queueFull {}
+            }
+        }
+        try await client.wait("the heartbeat's verdict") { $0.contains { $0.closeReport != nil } }
+        let report = try #require(try await client.log.snapshot().compactMap(\.closeReport).first)
+        #expect(report.reason == "heartbeat timeout")
+        let stats = try await client.onLoop { client.connection.stats }
+        // Only "first" and whole blocks went out, not the probe.
+        #expect(stats.sent > 1)
+        #expect((stats.bytesSent - 5) % block == 0, "\(stats.bytesSent) bytes sent")
+        try await server.stop()
+    }
+
     // MARK: 3. 503 twice, then accepted
 
     @Test func twoRefusalsWith503ThenAnOpenAndTheAttemptCountIsReset() async throws {

@@ -180,7 +180,7 @@ final class TCPTestClient: ClientConnectionDelegate, @unchecked Sendable {
         return try await done.futureResult.get()
     }
 
-    func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
+    func connectionDidOpen(_ connection: ClientConnection, info: ConnectionOpenInfo) {
         self.step(connection, self.outcome.messages)
     }
 

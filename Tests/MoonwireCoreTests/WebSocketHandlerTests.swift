@@ -62,7 +62,7 @@ struct WebSocketHandlerTests {
         let end = try End(role, fragmentSize: 4)
         try end.handler.send(ByteBuffer(string: "0123456789"), kind: .binary)
         try end.handler.sendFragment(ByteBuffer(string: "ab"), kind: .text, isFinal: false)
-        #expect(throws: UsageError("a fragmented message is being sent; finish it first")) {
+        #expect(throws: UsageError.fragmentedMessageUnfinished) {
             try end.handler.send(ByteBuffer(string: "x"), kind: .text)
         }
         try end.handler.sendFragment(ByteBuffer(string: "cd"), kind: .text, isFinal: true)
@@ -114,7 +114,7 @@ struct WebSocketHandlerTests {
     func pingOut(role: WebSocketRole) throws {
         let end = try End(role)
         try end.handler.ping(ByteBuffer(bytes: [UInt8](repeating: 7, count: 125)))
-        #expect(throws: UsageError("ping payload longer than 125 bytes")) {
+        #expect(throws: UsageError.control(.pingTooLong)) {
             try end.handler.ping(ByteBuffer(bytes: [UInt8](repeating: 7, count: 126)))
         }
         end.tick()
@@ -132,7 +132,7 @@ struct WebSocketHandlerTests {
         try end.receive(Frame(close: 4001, "bye"))
         #expect(try end.sent() == [Frame(close: 4001, "bye", masked: role == .client)])
         #expect(end.owner.closes == [CloseInfo(code: 4001, reason: "bye", clean: true, initiator: .peer)])
-        #expect(throws: UsageError("connection is not open")) { try end.handler.send(ByteBuffer(string: "late"), kind: .text) }
+        #expect(throws: UsageError.notOpen) { try end.handler.send(ByteBuffer(string: "late"), kind: .text) }
         try end.receive(.text, "ignored after the close")
         #expect(end.owner.messages.isEmpty)
         end.expectTCPEndsByRole()
@@ -288,7 +288,7 @@ private final class End {
         }
     }
 
-    func receive(_ opcode: WebSocketOpcode, _ text: String) throws {
+    func receive(_ opcode: WebSocketFrameOpcode, _ text: String) throws {
         try self.receive(Frame(opcode: opcode, payload: text))
     }
 
@@ -352,18 +352,18 @@ private final class RecordingOwner: ChannelOwner {
 
 /// A frame as bytes on the wire, built and parsed here (not by the code under test).
 struct Frame: Equatable, CustomStringConvertible {
-    var opcode: WebSocketOpcode
+    var opcode: WebSocketFrameOpcode
     var fin = true
     var rsv1 = false
     var payload: [UInt8]
     /// Whether it came with a mask key (only compared for frames the handler wrote).
     var masked = false
 
-    init(opcode: WebSocketOpcode, fin: Bool = true, rsv1: Bool = false, payload: [UInt8], masked: Bool = false) {
+    init(opcode: WebSocketFrameOpcode, fin: Bool = true, rsv1: Bool = false, payload: [UInt8], masked: Bool = false) {
         (self.opcode, self.fin, self.rsv1, self.payload, self.masked) = (opcode, fin, rsv1, payload, masked)
     }
 
-    init(opcode: WebSocketOpcode, fin: Bool = true, rsv1: Bool = false, payload: String, masked: Bool = false) {
+    init(opcode: WebSocketFrameOpcode, fin: Bool = true, rsv1: Bool = false, payload: String, masked: Bool = false) {
         self.init(opcode: opcode, fin: fin, rsv1: rsv1, payload: Array(payload.utf8), masked: masked)
     }
 
@@ -408,7 +408,7 @@ struct Frame: Equatable, CustomStringConvertible {
         var frames: [Frame] = []
         while buffer.readableBytes > 0 {
             guard let b0 = buffer.readInteger(as: UInt8.self), let b1 = buffer.readInteger(as: UInt8.self),
-                let opcode = WebSocketOpcode(rawValue: b0 & 0x0F)
+                let opcode = WebSocketFrameOpcode(rawValue: b0 & 0x0F)
             else { throw Malformed() }
             var length = Int(b1 & 0x7F)
             if length == 126 {

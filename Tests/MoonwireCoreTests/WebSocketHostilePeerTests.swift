@@ -321,7 +321,7 @@ private final class RedialDelegate: ClientConnectionDelegate {
     var log: [String] = []
     let done: EventLoopPromise<[String]>
     init(done: EventLoopPromise<[String]>) { self.done = done }
-    func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) { self.log.append("open") }
+    func connectionDidOpen(_ c: ClientConnection, info: ConnectionOpenInfo) { self.log.append("open") }
     func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
     func connection(_ c: ClientConnection, didFail error: ConnectionError) {
         self.log.append("fail \(error)")

@@ -21,7 +21,7 @@ enum ClientEvent: Sendable, Equatable {
 
 /// Callbacks a test gives its client; they run on the connection's loop.
 struct ClientScript: Sendable {
-    var onOpen: @Sendable (ClientConnection, WebSocketOpenInfo) -> Void = { _, _ in }
+    var onOpen: @Sendable (ClientConnection, ConnectionOpenInfo) -> Void = { _, _ in }
     var onMessage: @Sendable (ClientConnection, ByteBuffer, MessageKind) -> Void = { _, _, _ in }
     var onClose: @Sendable (ClientConnection, CloseInfo) -> Void = { _, _ in }
 }
@@ -37,7 +37,7 @@ final class RecordingDelegate: ClientConnectionDelegate {
         self.done = done
     }
 
-    func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) {
+    func connectionDidOpen(_ c: ClientConnection, info: ConnectionOpenInfo) {
         self.events.append(.open(subprotocol: info.subprotocol, compressed: info.compression != nil))
         self.script.onOpen(c, info)
     }

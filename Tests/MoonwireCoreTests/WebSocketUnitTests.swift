@@ -144,7 +144,7 @@ struct WebSocketUnitTests {
                 Issue.record("no header at cut \(cut)")
                 continue
             }
-            #expect(h.length == 300 && h.fin && h.opcode == 1)
+            #expect(h.length == 300 && h.fin && h.opcode == .text)
             let body = events.dropFirst().compactMap { e -> [UInt8]? in
                 if case .payload(let b, _) = e { return Array(b.readableBytesView) }
                 return nil
@@ -215,7 +215,7 @@ struct WebSocketUnitTests {
         for a in 1..<frame.count where a < 12 || a % 37 == 0 {
             for b in [a + 1, a + 3, a + 5, frame.count - 1] where b < frame.count {
                 let (header, body) = try serverParse(frame, cuts: [a, b])
-                #expect(header?.length == 300 && header?.opcode == 2)
+                #expect(header?.length == 300 && header?.opcode == .binary)
                 #expect(body == payload, "cuts \(a), \(b)")
             }
         }
@@ -370,7 +370,7 @@ struct WebSocketUnitTests {
 
     @Test("frame writer masks and unmasks at every length class")
     func writerMasks() {
-        var writer = WebSocketFrameEncoder(role: .client)
+        var writer = WebSocketFramer(role: .client)
         for length in [0, 1, 7, 125, 126, 65535, 65536, 70001] {
             let payload = ByteBuffer(bytes: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31) })
             var frame = writer.frame(.binary, payload: payload, allocator: ByteBufferAllocator())

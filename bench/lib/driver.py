@@ -90,7 +90,7 @@ class Config:
         self.fanout_repeat = int(E("FANOUT_REPEAT", "1"))
         self.concurrency = int(E("CONNECT_CONCURRENCY", "200"))
         self.idle_conns = [int(c) for c in env_list("IDLE_CONNS", "1000,5000,15000")]
-        self.heartbeat = float(E("HEARTBEAT", "30"))  # SPEC default: a ping after 30 s of silence
+        self.heartbeat = float(E("HEARTBEAT", "30"))  # the default: a ping after 30 s of silence
         self.idle_seconds = float(E("IDLE_SECONDS", "30"))  # one whole heartbeat period
         self.spread_clients = [int(x) for x in E("SPREAD_CLIENTS", "1000,10000,20000").split(",") if x]
         self.spread_rounds = int(E("SPREAD_ROUNDS", "100"))

@@ -157,11 +157,10 @@ public final class ClientConnection {
         case (_, nil): target = self.target
         case (.webSocket(_, let options), .webSocket(let url)?): target = .webSocket(url, options)
         case (.tcp(_, let options), .tcp(let url)?): target = .tcp(url, options)
-        case (.webSocket, .tcp(let url)?): throw UsageError("a WebSocket connection cannot dial \(url)")
-        case (.tcp, .webSocket(let url)?): throw UsageError("a TCP connection cannot dial \(url)")
+        case (_, let other?): throw .otherTransport(other)
         }
         guard self.state == .idle || self.state == .closed else {
-            throw UsageError("cannot connect: the connection is \(self.state.rawValue)")
+            throw .cannotConnect(self.state)
         }
         if case .tcp(_, let options) = target { try options.framing.validate() }
         self.target = target
@@ -201,7 +200,7 @@ public final class ClientConnection {
                 }
                 // Plain TCP is open now; TLS waits for its handshake, WebSocket for the upgrade.
                 if case .tcp(let url, _) = self.target, !url.secure, let framed = self.framedDuringDial {
-                    self.opened(generation, link: .tcp(framed), info: WebSocketOpenInfo(subprotocol: nil, headers: [:], compression: nil))
+                    self.opened(generation, link: .tcp(framed), info: ConnectionOpenInfo())
                 }
             case .failure(let error):
                 self.dialFailed(generation, self.classify(error))
@@ -224,7 +223,7 @@ public final class ClientConnection {
 
     private func adopt(_ channel: Channel, generation: Int) throws {
         guard generation == self.generation, self.state == .connecting else {
-            throw UsageError("dial superseded")
+            throw UsageError.dialSuperseded
         }
         self.channel = channel
     }
@@ -233,7 +232,7 @@ public final class ClientConnection {
     /// then the WebSocket upgrade or the framing.
     private func configure(_ channel: Channel, generation: Int) throws {
         guard generation == self.generation, self.state == .connecting else {
-            throw UsageError("dial superseded")
+            throw UsageError.dialSuperseded
         }
         let pipeline = channel.pipeline.syncOperations
         let endpoint = self.endpoint
@@ -258,7 +257,7 @@ public final class ClientConnection {
                     switch result {
                     case .success:
                         if let framed = self.framedDuringDial {
-                            self.opened(generation, link: .tcp(framed), info: WebSocketOpenInfo(subprotocol: nil, headers: [:], compression: nil))
+                            self.opened(generation, link: .tcp(framed), info: ConnectionOpenInfo())
                         }
                     case .failure(let error):
                         self.dialFailed(generation, self.classify(error))
@@ -281,7 +280,7 @@ public final class ClientConnection {
             protocols: options.protocols,
             deflateOffer: options.compress ? options.deflate : nil,
             onUpgrade: { [weak self] context, response, negotiation in
-                guard let self else { throw UsageError("connection released") }
+                guard let self else { throw UsageError.connectionReleased }
                 try self.upgraded(context: context, response: response, negotiation: negotiation, options: options, generation: generation)
             }
         )
@@ -320,7 +319,7 @@ public final class ClientConnection {
         generation: Int
     ) throws {
         guard generation == self.generation, self.state == .connecting else {
-            throw UsageError("dial superseded")
+            throw UsageError.dialSuperseded
         }
         let deflate: PerMessageDeflate?
         do {
@@ -336,12 +335,12 @@ public final class ClientConnection {
         let handshake = try pipeline.handler(type: WebSocketHandshakeHandler.self)
         pipeline.removeHandler(handshake, promise: nil)
         try pipeline.addHandler(handler)
-        let info = WebSocketOpenInfo(subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate)
+        let info = ConnectionOpenInfo(subprotocol: negotiation.subprotocol, headers: response.headers, compression: negotiation.deflate)
         self.opened(generation, link: .webSocket(handler), info: info)
     }
 
     /// The dial is done: TCP (and TLS) up, and for WebSocket the upgrade.
-    private func opened(_ generation: Int, link: Link, info: WebSocketOpenInfo) {
+    private func opened(_ generation: Int, link: Link, info: ConnectionOpenInfo) {
         guard generation == self.generation, self.state == .connecting else { return }
         self.connectTimer?.cancel()
         self.connectTimer = nil
@@ -399,26 +398,16 @@ public final class ClientConnection {
 
     /// Sends a whole message (TCP: framed by the connection's framing; `kind` is ignored).
     /// Throws when the connection is not open or the framing cannot carry the message
-    /// (wrong fixed size, delimiter inside); the caller decides whether to queue.
+    /// (wrong fixed size, delimiter inside); the caller decides whether to queue. The bare
+    /// connection has no send budget: ``ManagedConnection`` puts one in front of it, whose
+    /// ``OutboundBuffer`` writes to the handler and never calls this.
     public func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.send(data, kind: kind)
         case .tcp(let handler)?: try handler.send(data)
-        case nil: throw Self.notOpen
+        case nil: throw .notOpen
         }
         self.stats.countSent(bytes: data.readableBytes)
-    }
-
-    /// Sends a whole message from bytes valid only for the duration of the call (a Lua
-    /// string's): a WebSocket frames them without first copying them into a buffer of
-    /// their own; TCP's framing encodes from a copy.
-    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) {
-        switch self.link {
-        case .webSocket(let handler)?: try handler.send(bytes: bytes, kind: kind)
-        case .tcp(let handler)?: try handler.send(ByteBuffer(bytes: bytes))
-        case nil: throw Self.notOpen
-        }
-        self.stats.countSent(bytes: bytes.count)
     }
 
     /// The open connection's handler, for the outbound budget to write to; nil when not open.
@@ -440,20 +429,18 @@ public final class ClientConnection {
     public func sendFragment(_ data: ByteBuffer, kind: MessageKind, isFinal: Bool) throws(UsageError) {
         switch self.link {
         case .webSocket(let handler)?: try handler.sendFragment(data, kind: kind, isFinal: isFinal)
-        case .tcp?: throw UsageError("TCP has no fragmented messages")
-        case nil: throw Self.notOpen
+        case .tcp?: throw .noFragments
+        case nil: throw .notOpen
         }
         self.stats.countSent(bytes: data.readableBytes, messages: isFinal ? 1 : 0)
     }
 
     /// Sends a WebSocket ping now (at most 125 bytes of payload); throws for TCP.
     public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
-        guard case .webSocket = self.target else { throw UsageError("TCP has no ping; use a heartbeat message") }
-        guard case .webSocket(let handler)? = self.link else { throw Self.notOpen }
+        guard case .webSocket = self.target else { throw .noPing }
+        guard case .webSocket(let handler)? = self.link else { throw .notOpen }
         try handler.ping(payload)
     }
-
-    private static let notOpen = UsageError("connection is not open")
 
     /// Ends the connection in order. WebSocket: the close handshake; `code` must be one a
     /// close frame may carry (1000, 3000–4999, ...) and `reason` at most 123 bytes of UTF-8.
@@ -468,7 +455,7 @@ public final class ClientConnection {
             do {
                 frame = try WebSocketClose(code: Int(code), reason: reason)
             } catch {
-                throw UsageError(error)
+                throw .control(error)
             }
         }
         switch self.state {

@@ -10,7 +10,7 @@ import NIOCore
 ///
 /// ```swift
 /// final class Echo: ClientConnectionDelegate {
-///     func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) {}
+///     func connectionDidOpen(_ c: ClientConnection, info: ConnectionOpenInfo) {}
 ///     func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
 ///         try? c.send(message, kind: kind)
 ///     }
@@ -21,7 +21,7 @@ import NIOCore
 public protocol ClientConnectionDelegate: AnyObject {
     /// The dial is done (TCP connected, TLS done, the WebSocket upgrade accepted): messages
     /// may be sent now. `info` has only the timing for TCP.
-    func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo)
+    func connectionDidOpen(_ connection: ClientConnection, info: ConnectionOpenInfo)
     /// A complete, validated data message (TCP: as cut by the framing; kind is always
     /// binary). `message` may share storage with the read buffer: copy what must outlive
     /// the call if that matters for memory.

@@ -72,19 +72,6 @@ public struct WebSocketProtocolViolation: Error, Sendable, Hashable, CustomStrin
     }
 }
 
-/// Misuse of a connection (``ClientConnection``, ``ServerPeer``, a framing) by its caller, as
-/// opposed to a network or peer failure.
-public struct UsageError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// What the caller did wrong.
-    public var message: String
-
-    /// Creates a usage error.
-    public init(_ message: String) { self.message = message }
-
-    /// The message.
-    public var description: String { self.message }
-}
-
 extension ConnectionError {
     static func handshake(_ message: String, status: Int? = nil) -> ConnectionError {
         ConnectionError(step: .handshake, message: message, httpStatus: status)

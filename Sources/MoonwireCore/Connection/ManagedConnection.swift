@@ -57,6 +57,7 @@ extension ManagedConnectionDelegate {
 /// ```
 public final class ManagedConnection {
     public struct Configuration {
+        /// For `ws://` and `wss://`: headers, subprotocols, compression, timeouts, TLS.
         public var socket = WebSocketClientOptions()
         /// For `tcp://` and `tls://`: framing, timeouts, TLS.
         public var tcp = TCPClientOptions()
@@ -159,17 +160,18 @@ public final class ManagedConnection {
     /// The last failure, named by the reconnect log line.
     private var lastError: String?
     public let queueLimit: Int
-    private let socket: ClientConnection
+    /// The client connection that dials and carries the messages: the transport.
+    private let transport: ClientConnection
     private var lifecycle: ConnectionLifecycle
     private let heartbeat: HeartbeatDriver
     private let outbound: OutboundBuffer
     /// Between the open and the end of the `on_open` handlers: sends go straight out,
     /// ahead of what was queued.
     private var openingHandlers = false
-    private var openInfo: WebSocketOpenInfo?
+    private var openInfo: ConnectionOpenInfo?
     private var retryTimer: ClockTask?
     /// After `abortDial`, the abandoned dial's last events are not the lifecycle's business.
-    private var ignoringSocket = false
+    private var ignoringTransport = false
     private var droppedByLastClose = 0
     /// Where the next dial goes, when `on_reconnect` changed it.
     private var nextURL: TransportURL?
@@ -187,13 +189,13 @@ public final class ManagedConnection {
         messageFraming = configuration.messageFraming
         maxMessage = configuration.socket.maxMessage
         queueLimit = configuration.queueLimit
-        socket = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
+        transport = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
         heartbeat = HeartbeatDriver(configuration.heartbeat, eventLoop: eventLoop)
         outbound = OutboundBuffer(
             limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow, pool: configuration.sendBudget
         )
-        socket.delegate = self
+        transport.delegate = self
         outbound.writer = self
         heartbeat.owner = self
     }
@@ -204,10 +206,10 @@ public final class ManagedConnection {
     /// Alive: open, or on its way to be (keeps `moonwire run` going).
     public var isAlive: Bool { lifecycle.isAlive }
 
-    public var url: TransportURL { socket.url }
+    public var url: TransportURL { transport.url }
 
     public var stats: Stats {
-        let s = socket.stats
+        let s = transport.stats
         return Stats(
             sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
             reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
@@ -297,7 +299,7 @@ public final class ManagedConnection {
     /// again. Holds across reconnects.
     public var readingPaused = false {
         didSet {
-            guard readingPaused != oldValue, let channel = socket.currentChannel else { return }
+            guard readingPaused != oldValue, let channel = transport.currentChannel else { return }
             try? channel.syncOptions?.setOption(.autoRead, value: !readingPaused)
         }
     }
@@ -330,16 +332,25 @@ public final class ManagedConnection {
         guard lifecycle.sendRoute == .send else { return }
         autoReplies += 1
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
-        if outbound.offer(OutboundMessage(reply, kind: kind), direct: true) == .sent {
-            outboundWrote(messages: 1, payloadBytes: reply.readableBytes)
+        sendAhead(reply, kind: kind)
+    }
+
+    /// Writes a message of the connection's own (an answer to a probe, a heartbeat) at once:
+    /// ahead of the queue and past a hold for ``ready()``, which wait for the script, but
+    /// within the byte budget like any message. Never queued: one that cannot go now is
+    /// skipped (a probe then goes unanswered, which the heartbeat notices).
+    private func sendAhead(_ data: ByteBuffer, kind: MessageKind) {
+        guard transport.state == .open else { return }
+        if outbound.offer(OutboundMessage(data, kind: kind), direct: true) == .sent {
+            outboundWrote(messages: 1, payloadBytes: data.readableBytes)
         }
     }
 
     /// False for TCP: there is no ping, a heartbeat needs a message.
-    public var supportsPing: Bool { socket.supportsPing }
+    public var supportsPing: Bool { transport.supportsPing }
 
     public func ping(_ payload: ByteBuffer) -> Bool {
-        guard lifecycle.state == .open, socket.supportsPing, (try? socket.ping(payload)) != nil else { return false }
+        guard lifecycle.state == .open, transport.supportsPing, (try? transport.ping(payload)) != nil else { return false }
         if tracing, let logger { logger.trace("\(ConnectionLog.control(.outbound, "ping", payload))") }
         recorder?.control("ping", payload: payload, outgoing: true)
         heartbeat.didSend()
@@ -385,16 +396,16 @@ public final class ManagedConnection {
         case .dial:
             released = false
             logger?.debug("connecting to \((nextURL?.description ?? urlText))")
-            ignoringSocket = false
+            ignoringTransport = false
             do {
-                try socket.connect(to: nextURL)
+                try transport.connect(to: nextURL)
                 nextURL = nil
             } catch {
                 drive(lifecycle.failed(ConnectionError(step: .connect, message: error.description)))
             }
         case .abortDial:
-            ignoringSocket = true
-            socket.abort()
+            ignoringTransport = true
+            transport.abort()
         case .startHeartbeat:
             heartbeat.start()
         case .stopHeartbeat:
@@ -421,9 +432,9 @@ public final class ManagedConnection {
                 logger?.warning("connection to \(urlText) closed with \(dropped) message\(dropped == 1 ? "" : "s") held for c:ready() (ready = \"manual\"), never sent: dropped")
             }
         case .sendClose(let code, let reason):
-            try? socket.close(code: code, reason: reason)
+            try? transport.close(code: code, reason: reason)
         case .dropConnection:
-            socket.abort()
+            transport.abort()
         case .reportError(let error):
             lastError = error.description
             logger?.debug("error: \(error.description)")
@@ -447,7 +458,7 @@ public final class ManagedConnection {
                 logger?.info("\(ConnectionLog.retry(delay: wait, attempt: attempt, of: attempts, after: lastError)) (\(nextURL?.description ?? urlText))")
             }
             if let url = decision.url { nextURL = url }
-            if let headers = decision.headers { socket.setHandshakeHeaders(headers) }
+            if let headers = decision.headers { transport.setHandshakeHeaders(headers) }
             drive(lifecycle.reconnectHookAnswered(decision.answer))
         case .startRetryTimer(let delay):
             retryTimer?.cancel()
@@ -466,14 +477,15 @@ public final class ManagedConnection {
 extension ManagedConnection: HeartbeatOwner {
     func heartbeatSendPing(_ payload: ByteBuffer) {
         if tracing, let logger { logger.trace("\(ConnectionLog.control(.outbound, "ping", payload, note: "heartbeat"))") }
-        try? socket.ping(payload)
+        try? transport.ping(payload)
     }
 
+    /// Through the outbound budget, as every message is: counted, and charged to the
+    /// process-wide budget.
     func heartbeatSendMessage() {
-        if let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) {
-            if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, message)) (heartbeat)") }
-            try? socket.send(message, kind: kind)
-        }
+        guard lifecycle.sendRoute == .send, let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) else { return }
+        if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, message)) (heartbeat)") }
+        sendAhead(message, kind: kind)
     }
 
     func heartbeatPeerIsDead() {
@@ -483,13 +495,13 @@ extension ManagedConnection: HeartbeatOwner {
 
 /// The events of the client connection: ``ManagedConnection`` is its delegate.
 extension ManagedConnection: ClientConnectionDelegate {
-    public func connectionDidOpen(_ connection: ClientConnection, info: WebSocketOpenInfo) {
-        guard !ignoringSocket else { return }
+    public func connectionDidOpen(_ connection: ClientConnection, info: ConnectionOpenInfo) {
+        guard !ignoringTransport else { return }
         openInfo = info
         // Each connection is a new stream: nothing left over from the last one.
         reframer = messageFraming.map { MessageReader($0.makeDecoder()) }
         recorder?.opened(subprotocol: info.subprotocol, extensions: info.headers.first(name: "sec-websocket-extensions"), reconnects: lifecycle.reconnects)
-        if let channel = socket.currentChannel, let link = socket.outboundLink {
+        if let channel = transport.currentChannel, let link = transport.outboundLink {
             // What waited for the open goes after what on_open sends: held until the
             // handlers ran, while their sends go straight out. With nothing waiting,
             // nothing is held and the budget applies as usual; `ready = "manual"` holds
@@ -518,7 +530,7 @@ extension ManagedConnection: ClientConnectionDelegate {
         } catch {
             reframer = nil
             drive(lifecycle.failed(error.connectionError))
-            try? socket.close(code: error.closeCode, reason: "framing error")
+            try? transport.close(code: error.closeCode, reason: "framing error")
         }
     }
 
@@ -547,14 +559,14 @@ extension ManagedConnection: ClientConnectionDelegate {
     }
 
     public func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
-        guard !ignoringSocket else { return }
+        guard !ignoringTransport else { return }
         drive(lifecycle.failed(error))
     }
 
     public func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
         outbound.detach()
         openingHandlers = false
-        guard !ignoringSocket else { return }
+        guard !ignoringTransport else { return }
         drive(lifecycle.closed(info))
     }
 }
@@ -562,13 +574,13 @@ extension ManagedConnection: ClientConnectionDelegate {
 /// The outbound budget's events; what it writes goes straight to the connection's handler.
 extension ManagedConnection: OutboundWriter {
     func outboundWrote(messages: Int, payloadBytes: Int) {
-        socket.countSent(bytes: payloadBytes, messages: messages)
+        transport.countSent(bytes: payloadBytes, messages: messages)
         heartbeat.didSend()
     }
 
     /// The handler refused a message: only an open connection's refusal means it cannot
     /// carry it (a TCP framing's limits).
-    var outboundTransportIsOpen: Bool { socket.state == .open }
+    var outboundTransportIsOpen: Bool { transport.state == .open }
 
     func outboundDrained() {
         delegate?.managedConnectionDidDrain(self)

@@ -6,7 +6,7 @@ public enum MessageKind: Sendable, Hashable, CustomStringConvertible {
     case binary
 
     /// The opcode of the frame that starts a message of this kind (RFC 6455: 0x1 text, 0x2 binary).
-    var opcode: WebSocketOpcode { self == .text ? .text : .binary }
+    var opcode: WebSocketFrameOpcode { self == .text ? .text : .binary }
 
     /// `"text"` or `"binary"`, the names the Lua API uses.
     public var name: StaticString {

@@ -37,9 +37,9 @@ public struct LengthPrefix: Sendable, Hashable {
     /// Throws when `bytes` is not 1, 2, 4 or 8 or `max` is negative.
     public func validate() throws(UsageError) {
         guard [1, 2, 4, 8].contains(self.bytes) else {
-            throw UsageError("length framing needs a header of 1, 2, 4 or 8 bytes, got \(self.bytes)")
+            throw .lengthHeaderSize(self.bytes)
         }
-        guard self.max >= 0 else { throw UsageError("length framing max must not be negative") }
+        guard self.max >= 0 else { throw .negativeLengthMax }
     }
 
     /// The largest value the header can hold.

@@ -30,7 +30,7 @@ public struct MessageEncoder: Sendable {
             return try Self.terminate(message, with: delimiter, name: "delimiter framing", allocator: allocator)
         case .fixed(let size):
             guard message.readableBytes == size else {
-                throw UsageError("fixed framing sends exactly \(size) bytes, got \(message.readableBytes)")
+                throw .wrongFixedSize(message.readableBytes, framing: size)
             }
             return message
         case .length(let prefix):
@@ -42,8 +42,7 @@ public struct MessageEncoder: Sendable {
 
     private static func terminate(_ message: ByteBuffer, with terminator: [UInt8], name: String, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
         if message.readableBytesView.firstRange(of: terminator) != nil {
-            let shown = String(decoding: terminator, as: UTF8.self).debugDescription
-            throw UsageError("\(name): the message contains the delimiter \(shown); it would arrive as two messages")
+            throw .containsDelimiter(framing: name, delimiter: terminator)
         }
         var out = allocator.buffer(capacity: message.readableBytes + terminator.count)
         out.writeImmutableBuffer(message)
@@ -54,7 +53,7 @@ public struct MessageEncoder: Sendable {
     private static func prefixed(_ message: ByteBuffer, prefix: LengthPrefix, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
         let value = message.readableBytes - prefix.adjust
         guard value >= 0, UInt64(value) <= prefix.headerLimit else {
-            throw UsageError("a \(message.readableBytes)-byte message does not fit a \(prefix.bytes)-byte length header (adjust \(prefix.adjust))")
+            throw .tooLongForLengthHeader(message.readableBytes, prefix: prefix)
         }
         let endianness: Endianness = prefix.endian == .big ? .big : .little
         var out = allocator.buffer(capacity: prefix.bytes + message.readableBytes)

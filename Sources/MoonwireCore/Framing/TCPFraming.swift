@@ -1,7 +1,7 @@
 import NIOCore
 
 /// How a `tcp://` or `tls://` byte stream is cut into messages: the `framing` option of
-/// `mw.connect` and `mw.listen` (SPEC §4).
+/// `mw.connect` and `mw.listen` (docs/scripting.md, Connections).
 ///
 /// Each mode has a decoder (``makeDecoder()``), which turns whatever the network delivers,
 /// split or glued in any way, back into exactly the messages that were sent, and an
@@ -57,12 +57,12 @@ public enum TCPFraming: Sendable, Hashable, CustomStringConvertible {
     public func validate() throws(UsageError) {
         switch self {
         case .line(let max), .delimiter(_, let max):
-            guard max > 0 else { throw UsageError("framing max must be positive") }
+            guard max > 0 else { throw .nonPositiveMax }
             if case .delimiter(let bytes, _) = self, bytes.isEmpty {
-                throw UsageError("framing delimiter must not be empty")
+                throw .emptyDelimiter
             }
         case .fixed(let size):
-            guard size > 0 else { throw UsageError("fixed framing needs a positive size, got \(size)") }
+            guard size > 0 else { throw .nonPositiveFixedSize(size) }
         case .length(let prefix):
             try prefix.validate()
         case .raw, .custom:

@@ -3,7 +3,7 @@
 ///
 /// The connection is closed. It is reported like a WebSocket protocol violation, with the
 /// close code the WebSocket equivalent would earn: 1009 for a message over a limit, 1002
-/// for anything else (SPEC §5).
+/// for anything else (docs/scripting.md, "TCP close codes").
 ///
 /// ```swift
 /// do { while let m = try reader.next() { deliver(m) } }

@@ -2,7 +2,7 @@ import NIOCore
 
 /// Decides when an open connection sends a heartbeat probe and when its peer is dead.
 ///
-/// A client (``Configuration/Watch/outboundSilence``, SPEC's `heartbeat` option) probes
+/// A client (``Configuration/Watch/outboundSilence``, the `heartbeat` option of `mw.connect`) probes
 /// after `interval` without sending anything, so a busy connection never pays for pings;
 /// the probe must be answered within `timeout`. The probe is a WebSocket ping whose
 /// payload names it, answered by the matching pong (which also measures ``lastRTT``), or
@@ -74,7 +74,7 @@ public struct HeartbeatMonitor {
         /// Whose silence calls for a probe.
         public let watch: Watch
 
-        /// Creates settings; the defaults are SPEC's client heartbeat.
+        /// Creates settings; the defaults are a client's `heartbeat` option's (docs/scripting.md).
         public init(
             interval: TimeAmount = .seconds(30),
             timeout: TimeAmount = .seconds(10),

@@ -127,11 +127,6 @@ public final class MetricsRegistry {
         index[MetricKey(name: name, tags: tags)].map { ID(index: $0) }
     }
 
-    /// Whether any metric of this name was registered (any tags).
-    public func isRegistered(_ name: String) -> Bool {
-        entries.contains { $0.key.name == name }
-    }
-
     /// Everything recorded so far, for the summary, the files and the scrape.
     public func snapshot(duration: Double, shard: Shard? = nil) -> MetricsSnapshot {
         MetricsSnapshot(

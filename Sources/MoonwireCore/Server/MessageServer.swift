@@ -53,7 +53,7 @@ public final class MessageServer {
         do {
             try options.framing.validate()
         } catch {
-            throw ServerListenError(error.message)
+            throw ServerListenError(error.description)
         }
         let sslContext = url.secure ? try options.tls.makeServerContext() : nil
         let socket = try ListeningSocket.open(host: url.host, port: url.port, backlog: options.backlog)
@@ -131,8 +131,8 @@ public final class MessageServer {
         let shared: ByteBuffer
         switch self.url.kind {
         case .webSocket:
-            var encoder = WebSocketFrameEncoder(role: .server)
-            shared = encoder.frame(kind.opcode, payload: data, allocator: allocator)
+            var framer = WebSocketFramer(role: .server)
+            shared = framer.frame(kind.opcode, payload: data, allocator: allocator)
         case .tcp:
             shared = try MessageEncoder(self.options.framing).encode(data, allocator: allocator)
         }

@@ -87,7 +87,7 @@ extension HeartbeatMonitor.Configuration {
     /// idle but healthy client stays by answering with a pong.
     ///
     /// ```swift
-    /// options.heartbeat = .dropSilentPeers(after: .seconds(10))   // SPEC's heartbeat = { timeout = 10 }
+    /// options.heartbeat = .dropSilentPeers(after: .seconds(10))   // the Lua option heartbeat = { timeout = 10 }
     /// ```
     public static func dropSilentPeers(after timeout: TimeAmount, ping: Bool = false) -> Self {
         if ping {

@@ -115,9 +115,9 @@ public final class ServerPeer {
     }
 
     private func sendIfOpen(_ offer: () -> OutboundBuffer.Offer) throws(UsageError) -> OutboundBuffer.Offer {
-        guard self.isOpen else { throw UsageError("peer is not connected") }
+        guard self.isOpen else { throw .peerNotConnected }
         let offer = offer()
-        if offer == .unsendable { throw UsageError("the message cannot be sent on this connection") }
+        if offer == .unsendable { throw .unsendable }
         return offer
     }
 
@@ -157,7 +157,7 @@ public final class ServerPeer {
 
     /// Sends a WebSocket ping; throws for TCP.
     public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
-        guard case .webSocket(let handler)? = self.link else { throw UsageError("TCP has no ping") }
+        guard case .webSocket(let handler)? = self.link else { throw .noPing }
         try handler.ping(payload)
     }
 
@@ -170,7 +170,7 @@ public final class ServerPeer {
             do {
                 close = try WebSocketClose(code: Int(code), reason: reason)
             } catch {
-                throw UsageError(error)
+                throw .control(error)
             }
         }
         self.outbound.dropQueue()

@@ -134,13 +134,13 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     /// Frames and writes one message.
     func send(_ message: ByteBuffer) throws(UsageError) {
-        guard self.context != nil, self.ending == nil else { throw UsageError("connection is not open") }
+        guard self.context != nil, self.ending == nil else { throw .notOpen }
         self.write(try self.encoder.encode(message, allocator: self.outbound.allocator))
     }
 
     /// Writes bytes already framed (a broadcast's shared buffer, or raw bytes).
     func writeEncoded(_ bytes: ByteBuffer) throws(UsageError) {
-        guard self.context != nil, self.ending == nil else { throw UsageError("connection is not open") }
+        guard self.context != nil, self.ending == nil else { throw .notOpen }
         self.write(bytes)
     }
 

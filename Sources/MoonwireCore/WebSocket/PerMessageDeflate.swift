@@ -82,11 +82,6 @@ final class PerMessageDeflate {
         }
     }
 
-    /// Forgets any partial inbound message, for a failed connection.
-    func resetInbound() {
-        try? self.inflater.reset()
-    }
-
     /// False when the agreed window is one zlib cannot honour; everything goes out plain.
     var canCompress: Bool { self.deflater != nil }
 

@@ -10,7 +10,7 @@ import NIOCore
 /// ```
 public struct WebSocketClose: Sendable, Hashable {
     /// The most bytes of reason a close frame carries: 125 less the 2 of the code.
-    public static let maxReason = WebSocketOpcode.maxControlPayload - 2
+    public static let maxReason = WebSocketFrameOpcode.maxControlPayload - 2
 
     /// A code a close frame may carry (``CloseCode/isValidOnWire(_:)``).
     public let code: UInt16
@@ -41,7 +41,7 @@ public struct WebSocketClose: Sendable, Hashable {
 /// ```
 public struct WebSocketPing {
     /// The most bytes a control frame carries.
-    public static let maxPayload = WebSocketOpcode.maxControlPayload
+    public static let maxPayload = WebSocketFrameOpcode.maxControlPayload
 
     /// The payload, which the pong carries back.
     public let payload: ByteBuffer
@@ -69,12 +69,5 @@ public enum WebSocketControlError: Error, Sendable, Hashable, CustomStringConver
         case .closeReasonTooLong: return "close reason longer than \(WebSocketClose.maxReason) bytes"
         case .pingTooLong: return "ping payload longer than \(WebSocketPing.maxPayload) bytes"
         }
-    }
-}
-
-extension UsageError {
-    /// The usage error for a refused close or ping, in the core's words.
-    init(_ error: WebSocketControlError) {
-        self.init(error.description)
     }
 }

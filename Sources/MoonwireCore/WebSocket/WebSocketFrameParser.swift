@@ -1,13 +1,5 @@
 import NIOCore
 
-/// Which end of a WebSocket connection we are. The role decides only masking (a client
-/// masks what it sends, a server must receive masked frames and send unmasked ones) and the
-/// handshake; parsing, message assembly and the close handshake are shared.
-public enum WebSocketRole: Sendable, Hashable {
-    case client
-    case server
-}
-
 /// The fixed part of a WebSocket frame (RFC 6455 §5.2), as it arrives.
 public struct WebSocketFrameHeader: Sendable, Hashable {
     /// Last frame of its message.
@@ -18,13 +10,13 @@ public struct WebSocketFrameHeader: Sendable, Hashable {
     public var rsv2: Bool
     /// RSV3; no extension we support defines it.
     public var rsv3: Bool
-    /// The 4-bit opcode.
-    public var opcode: UInt8
+    /// The opcode (one of those RFC 6455 defines: the parser refuses others).
+    public var opcode: WebSocketFrameOpcode
     /// Payload length in bytes, already checked against the parser's limit.
     public var length: Int
 
     /// True for close, ping and pong.
-    public var isControl: Bool { self.opcode & 0x8 != 0 }
+    public var isControl: Bool { self.opcode.isControl }
 }
 
 /// A streaming parser of WebSocket frames, for either role.
@@ -110,7 +102,7 @@ public struct WebSocketFrameParser: Sendable {
         let count = masked.readableBytes
         var payload = ByteBufferAllocator().buffer(capacity: count)
         payload.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { dst in
-            masked.withUnsafeReadableBytes { src in WebSocketFrameEncoder.mask(src, into: dst, key: key) }
+            masked.withUnsafeReadableBytes { src in WebSocketFramer.mask(src, into: dst, key: key) }
             return count
         }
         return payload
@@ -160,9 +152,8 @@ public struct WebSocketFrameParser: Sendable {
         guard bytes.count >= 2 else { return nil }
         let b0 = bytes[0]
         let b1 = bytes[1]
-        let opcode = b0 & 0x0F
-        guard WebSocketOpcode(rawValue: opcode) != nil else {
-            throw .protocolError("unknown opcode \(opcode)")
+        guard let opcode = WebSocketFrameOpcode(rawValue: b0 & 0x0F) else {
+            throw .protocolError("unknown opcode \(b0 & 0x0F)")
         }
         let masked = b1 & 0x80 != 0
         switch (self.role, masked) {
@@ -171,7 +162,7 @@ public struct WebSocketFrameParser: Sendable {
         default: break
         }
         let fin = b0 & 0x80 != 0
-        let isControl = opcode & 0x8 != 0
+        let isControl = opcode.isControl
         if isControl && !fin {
             throw .protocolError("fragmented control frame")
         }
@@ -192,7 +183,7 @@ public struct WebSocketFrameParser: Sendable {
             length = Int(wide)
             size = 10
         }
-        if isControl && length > WebSocketOpcode.maxControlPayload {
+        if isControl && length > WebSocketFrameOpcode.maxControlPayload {
             throw .protocolError("control frame longer than 125 bytes")
         }
         guard length <= self.maxPayload else { throw .tooBig(self.maxPayload) }

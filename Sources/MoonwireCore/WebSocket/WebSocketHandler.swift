@@ -3,7 +3,7 @@ import NIOCore
 
 /// One open WebSocket, either role, on the channel: parses and assembles what the peer
 /// sends (``WebSocketInbound``), answers pings, runs the close handshake
-/// (``WebSocketCloseStateMachine``) and frames what we send (``WebSocketFrameEncoder``),
+/// (``WebSocketCloseStateMachine``) and frames what we send (``WebSocketFramer``),
 /// compressed and fragmented as negotiated. The role decides two things only: masking
 /// (a client masks what it sends and expects unmasked frames, a server the reverse) and
 /// who ends TCP once the close handshake is over (the server, RFC 6455 §7.1.1: right
@@ -36,7 +36,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     let role: WebSocketRole
     private var inbound: WebSocketInbound
     private var closing = WebSocketCloseStateMachine()
-    private var encoder: WebSocketFrameEncoder
+    private var framer: WebSocketFramer
     /// The compression state, when negotiated (its frames are this connection's only).
     private(set) var deflate: PerMessageDeflate?
     private let closeTimeout: TimeAmount
@@ -66,7 +66,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
         self.role = role
         self.owner = owner
         self.inbound = WebSocketInbound(role: role, maxMessage: maxMessage, deflate: deflate)
-        self.encoder = WebSocketFrameEncoder(role: role)
+        self.framer = WebSocketFramer(role: role)
         self.deflate = deflate
         self.closeTimeout = closeTimeout
         self.fragmentSize = fragmentSize.map { max(1, $0) }
@@ -127,7 +127,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
             case .ping(let payload):
                 self.owner?.handlerReceivedPing()
                 if case .open = self.closing.state {
-                    self.write(self.encoder.frame(.pong, payload: payload, allocator: self.outbound.allocator))
+                    self.write(self.framer.frame(.pong, payload: payload, allocator: self.outbound.allocator))
                 }
             case .pong(let payload):
                 self.owner?.handlerReceivedPong(payload)
@@ -182,14 +182,14 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
             if let size = self.fragmentSize, compressed.readableBytes > size {
                 self.writeFragmented(&compressed, opcode: kind.opcode, rsv1: true, size: size, allocator: allocator)
             } else {
-                self.encoder.frameInPlace(kind.opcode, fin: true, rsv1: true, buffer: &compressed)
+                self.framer.frameInPlace(kind.opcode, fin: true, rsv1: true, buffer: &compressed)
                 self.write(compressed)
             }
         } else if let size = self.fragmentSize, data.readableBytes > size {
             var data = data
             self.writeFragmented(&data, opcode: kind.opcode, rsv1: false, size: size, allocator: allocator)
         } else {
-            self.write(self.encoder.frame(kind.opcode, payload: data, allocator: allocator))
+            self.write(self.framer.frame(kind.opcode, payload: data, allocator: allocator))
         }
     }
 
@@ -203,11 +203,11 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
             return try self.send(ByteBuffer(bytes: bytes), kind: kind)
         }
         guard bytes.count <= Self.gatherMessageLimit else {
-            self.write(self.encoder.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator))
+            self.write(self.framer.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator))
             return
         }
-        var gathered = self.outbound.takeGathered(capacity: max(512, WebSocketFrameEncoder.maxHeaderSize + bytes.count))
-        self.encoder.append(kind.opcode, payload: bytes, to: &gathered)
+        var gathered = self.outbound.takeGathered(capacity: max(512, WebSocketFramer.maxHeaderSize + bytes.count))
+        self.framer.append(kind.opcode, payload: bytes, to: &gathered)
         self.outbound.gathered(gathered, context: context, flusher: self)
     }
 
@@ -223,7 +223,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// later connection too, with or without permessage-deflate.
     func frame(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> ByteBuffer? {
         guard self.context != nil, self.goesAsOnePlainFrame(bytes.count) else { return nil }
-        return self.encoder.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator)
+        return self.framer.frame(kind.opcode, payload: bytes, allocator: self.outbound.allocator)
     }
 
     /// Adds a frame made now from `bytes` at the end of `frames` (made by
@@ -231,10 +231,10 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// `frames` stays within what it gathers into one buffer; false otherwise.
     func appendFrame(bytes: UnsafeRawBufferPointer, kind: MessageKind, to frames: inout ByteBuffer) -> Bool {
         guard self.context != nil, bytes.count <= Self.gatherMessageLimit,
-            frames.readableBytes + WebSocketFrameEncoder.maxHeaderSize + bytes.count <= Self.gatherBufferLimit,
+            frames.readableBytes + WebSocketFramer.maxHeaderSize + bytes.count <= Self.gatherBufferLimit,
             self.goesAsOnePlainFrame(bytes.count)
         else { return false }
-        self.encoder.append(kind.opcode, payload: bytes, to: &frames)
+        self.framer.append(kind.opcode, payload: bytes, to: &frames)
         return true
     }
 
@@ -248,36 +248,36 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// Sends one fragment of a message whose size the caller does not know up front.
     func sendFragment(_ data: ByteBuffer, kind: MessageKind, isFinal: Bool) throws(UsageError) {
         guard self.context != nil, case .open = self.closing.state else {
-            throw UsageError("connection is not open")
+            throw .notOpen
         }
         let first = self.outboundMessage == nil
         if let current = self.outboundMessage, current.kind != kind {
-            throw UsageError("fragment of a \(kind) message while a \(current.kind) message is being sent")
+            throw .fragmentKindChanged(kind, sending: current.kind)
         }
         let compressed = self.outboundMessage?.compressed ?? (self.deflate?.canCompress ?? false)
         self.outboundMessage = isFinal ? nil : (kind, compressed)
         let opcode = first ? kind.opcode : .continuation
         if compressed, let deflate = self.deflate {
             var payload = try Self.compress(data, deflate: deflate, isFinal: isFinal, allocator: self.outbound.allocator)
-            self.encoder.frameInPlace(opcode, fin: isFinal, rsv1: first, buffer: &payload)
+            self.framer.frameInPlace(opcode, fin: isFinal, rsv1: first, buffer: &payload)
             self.write(payload)
         } else {
-            self.write(self.encoder.frame(opcode, fin: isFinal, payload: data, allocator: self.outbound.allocator))
+            self.write(self.framer.frame(opcode, fin: isFinal, payload: data, allocator: self.outbound.allocator))
         }
     }
 
     /// Sends a ping (at most 125 bytes of payload).
     func ping(_ payload: ByteBuffer) throws(UsageError) {
         guard self.context != nil, case .open = self.closing.state else {
-            throw UsageError("connection is not open")
+            throw .notOpen
         }
         let ping: WebSocketPing
         do {
             ping = try WebSocketPing(payload)
         } catch {
-            throw UsageError(error)
+            throw .control(error)
         }
-        self.write(self.encoder.frame(.ping, payload: ping.payload, allocator: self.outbound.allocator))
+        self.write(self.framer.frame(.ping, payload: ping.payload, allocator: self.outbound.allocator))
     }
 
     /// Starts the close handshake; nothing when it has started already.
@@ -298,10 +298,10 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     /// Throws unless a whole message may be sent now.
     private func checkMessageCanGo() throws(UsageError) {
         guard self.context != nil, case .open = self.closing.state else {
-            throw UsageError("connection is not open")
+            throw .notOpen
         }
         guard self.outboundMessage == nil else {
-            throw UsageError("a fragmented message is being sent; finish it first")
+            throw .fragmentedMessageUnfinished
         }
     }
 
@@ -312,17 +312,17 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
         allocator: ByteBufferAllocator
     ) throws(UsageError) -> ByteBuffer {
         do {
-            return try deflate.deflate(data, isFinal: isFinal, headroom: WebSocketFrameEncoder.maxHeaderSize, allocator: allocator)
+            return try deflate.deflate(data, isFinal: isFinal, headroom: WebSocketFramer.maxHeaderSize, allocator: allocator)
         } catch {
-            throw UsageError("compression failed: \(error)")
+            throw .compressionFailed("\(error)")
         }
     }
 
-    private func writeFragmented(_ data: inout ByteBuffer, opcode: WebSocketOpcode, rsv1: Bool, size: Int, allocator: ByteBufferAllocator) {
+    private func writeFragmented(_ data: inout ByteBuffer, opcode: WebSocketFrameOpcode, rsv1: Bool, size: Int, allocator: ByteBufferAllocator) {
         var first = true
         while data.readableBytes > 0 {
             let piece = data.readSlice(length: min(size, data.readableBytes))!
-            let frame = self.encoder.frame(
+            let frame = self.framer.frame(
                 first ? opcode : .continuation,
                 fin: data.readableBytes == 0,
                 rsv1: first && rsv1,
@@ -387,7 +387,7 @@ final class WebSocketHandler<Owner: ChannelOwner>: ChannelDuplexHandler, Removab
     private func writeClose(code: UInt16?, reason: String) {
         guard self.context != nil else { return }
         let close = code.map { WebSocketClose(checked: $0, reason: reason) }
-        self.write(self.encoder.frame(close, allocator: self.outbound.allocator))
+        self.write(self.framer.frame(close, allocator: self.outbound.allocator))
     }
 
     /// The close frames are exchanged, or a server failed the connection: a server ends

@@ -29,7 +29,7 @@ struct WebSocketMessageAssembler {
 
     private enum Frame {
         case data(fin: Bool, length: Int)
-        case control(opcode: UInt8)
+        case control(opcode: WebSocketFrameOpcode)
     }
 
     let maxMessage: Int
@@ -76,9 +76,9 @@ struct WebSocketMessageAssembler {
             return
         }
         switch (header.opcode, self.message) {
-        case (0x0, .idle):
+        case (.continuation, .idle):
             throw .protocolError("continuation frame without a message to continue")
-        case (0x0, .receiving):
+        case (.continuation, .receiving):
             if header.rsv1 { throw .protocolError("RSV1 set on a continuation frame") }
         case (_, .receiving):
             throw .protocolError("new message started before the previous one finished")
@@ -86,7 +86,7 @@ struct WebSocketMessageAssembler {
             if header.rsv1 && self.deflate == nil {
                 throw .protocolError("reserved bits set without a negotiated extension")
             }
-            self.message = .receiving(kind: opcode == 0x1 ? .text : .binary, compressed: header.rsv1)
+            self.message = .receiving(kind: opcode == .text ? .text : .binary, compressed: header.rsv1)
             self.received = 0
             self.utf8.reset()
         }
@@ -166,7 +166,7 @@ struct WebSocketMessageAssembler {
         return .message(message, kind)
     }
 
-    private mutating func controlPayload(_ chunk: ByteBuffer, complete: Bool, opcode: UInt8) throws(WebSocketProtocolViolation) -> Action {
+    private mutating func controlPayload(_ chunk: ByteBuffer, complete: Bool, opcode: WebSocketFrameOpcode) throws(WebSocketProtocolViolation) -> Action {
         var payload = chunk
         if !complete || self.control.readableBytes > 0 {
             var chunk = chunk
@@ -175,9 +175,9 @@ struct WebSocketMessageAssembler {
             payload = self.control
         }
         switch opcode {
-        case WebSocketOpcode.ping.rawValue:
+        case .ping:
             return .ping(payload)
-        case WebSocketOpcode.pong.rawValue:
+        case .pong:
             return .pong(payload)
         default:
             return try Self.parseClose(payload)

@@ -423,7 +423,7 @@ extension LifecycleTests {
             #expect(life.state == .closing)
             #expect(life.sendRoute == .enqueue)
             #expect(life.heartbeatFailed() == [])
-            // Whatever the transport calls its own drop, the script hears SPEC's words.
+            // Whatever the transport calls its own drop, the script hears the documented words.
             let transport = CloseInfo(code: 1006, reason: "", clean: false, initiator: .local)
             let expected = Report(code: 1006, reason: "heartbeat timeout", clean: false, by: .network, willReconnect: true)
             #expect(life.closed(transport) == [.reportClose(expected)])

@@ -5,7 +5,7 @@ import NIOTLS
 /// they add up to the whole: `dns + tcp + (tls ?? 0) + (handshake ?? 0) == total`.
 ///
 /// ```swift
-/// func connectionDidOpen(_ c: ClientConnection, info: WebSocketOpenInfo) {
+/// func connectionDidOpen(_ c: ClientConnection, info: ConnectionOpenInfo) {
 ///     if let timing = info.timing { print("tls took \(timing.tls ?? .zero)") }
 /// }
 /// ```

@@ -6,30 +6,17 @@ import Darwin
 import NIOCore
 import NIOPosix
 
-/// The frame opcodes of RFC 6455 §5.2 that moonwire sends and understands.
-enum WebSocketOpcode: UInt8 {
-    case continuation = 0x0
-    case text = 0x1
-    case binary = 0x2
-    case close = 0x8
-    case ping = 0x9
-    case pong = 0xA
-
-    /// The most payload a control frame (close, ping, pong) carries (RFC 6455 §5.5).
-    static let maxControlPayload = 125
-}
-
 /// Encodes WebSocket frames (RFC 6455 §5.2) for either role: header, mask key (a client's
 /// frames only) and payload in one contiguous buffer, so a message costs one allocation,
 /// one copy and one write. A server's frames are unmasked, so a broadcast can write the
 /// same bytes to every peer.
 ///
 /// ```swift
-/// var client = WebSocketFrameEncoder(role: .client)
+/// var client = WebSocketFramer(role: .client)
 /// let frame = client.frame(.text, payload: ByteBuffer(string: "hi"), allocator: allocator)  // 8 bytes, masked
-/// let pong = WebSocketFrameEncoder(role: .server).frame(.pong, payload: ping, allocator: allocator)
+/// let pong = WebSocketFramer(role: .server).frame(.pong, payload: ping, allocator: allocator)
 /// ```
-struct WebSocketFrameEncoder {
+struct WebSocketFramer {
     /// Where a client's mask keys come from; nil for a server.
     private var masks: WebSocketMaskKeys?
 
@@ -46,14 +33,14 @@ struct WebSocketFrameEncoder {
     }
 
     /// A new buffer holding the whole frame for `payload`.
-    mutating func frame(_ opcode: WebSocketOpcode, fin: Bool = true, rsv1: Bool = false, payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
+    mutating func frame(_ opcode: WebSocketFrameOpcode, fin: Bool = true, rsv1: Bool = false, payload: ByteBuffer, allocator: ByteBufferAllocator) -> ByteBuffer {
         payload.withUnsafeReadableBytes { self.frame(opcode, fin: fin, rsv1: rsv1, payload: $0, allocator: allocator) }
     }
 
     /// A new buffer holding the whole frame for the bytes at `payload` (a Lua string's):
     /// header and (masked) payload written in one pass, the payload's only copy.
     mutating func frame(
-        _ opcode: WebSocketOpcode,
+        _ opcode: WebSocketFrameOpcode,
         fin: Bool = true,
         rsv1: Bool = false,
         payload: UnsafeRawBufferPointer,
@@ -77,7 +64,7 @@ struct WebSocketFrameEncoder {
     /// Appends the whole frame for the bytes at `payload` to `out`: header and (masked)
     /// payload in one pass, as ``frame(_:fin:rsv1:payload:allocator:)`` does.
     mutating func append(
-        _ opcode: WebSocketOpcode,
+        _ opcode: WebSocketFrameOpcode,
         fin: Bool = true,
         rsv1: Bool = false,
         payload: UnsafeRawBufferPointer,
@@ -101,7 +88,7 @@ struct WebSocketFrameEncoder {
     /// Turns `buffer`'s readable bytes into a frame in place, writing the header into the
     /// free space in front of them (at least ``headerSize(payload:)`` bytes must be there).
     /// Used for freshly compressed payloads, which nobody else holds.
-    mutating func frameInPlace(_ opcode: WebSocketOpcode, fin: Bool, rsv1: Bool, buffer: inout ByteBuffer) {
+    mutating func frameInPlace(_ opcode: WebSocketFrameOpcode, fin: Bool, rsv1: Bool, buffer: inout ByteBuffer) {
         let length = buffer.readableBytes
         let headerSize = self.headerSize(payload: length)
         precondition(buffer.readerIndex >= headerSize, "no room for the frame header")
@@ -118,7 +105,7 @@ struct WebSocketFrameEncoder {
 
     private static func writeHeader(
         into dst: UnsafeMutableRawBufferPointer,
-        opcode: WebSocketOpcode,
+        opcode: WebSocketFrameOpcode,
         fin: Bool,
         rsv1: Bool,
         length: Int,

@@ -1,0 +1,106 @@
+import NIOCore
+
+/// The outbound side of a message channel handler, one implementation for
+/// ``WebSocketHandler`` and ``FramedChannelHandler``: the gathered buffer (small frames
+/// made into one buffer, written ahead of any other write and at every flush), flush
+/// batching (``FlushBatching``) and writability, which it passes to the connection's send
+/// budget (``OutboundBuffer``) while one is attached, so that the budget writes out what
+/// waited. The handler calls it from its own handler methods; it is not a pipeline handler
+/// of its own, so a message takes no extra hop. A class, made once per connection: its
+/// writes reach the channel, which can call the handler back (writability) before they
+/// return, so the handler must not hold an access to it for the length of a call.
+///
+/// ```swift
+/// // channelRead:                 outbound.readStarted()
+/// // channelReadComplete:         outbound.readComplete(context)
+/// // channelWritabilityChanged:   outbound.writabilityChanged(context)
+/// // a frame:                     outbound.write(frame, context: context, flusher: self)
+/// // a small frame:               var buffer = outbound.takeGathered(...); append; outbound.gathered(buffer, ...)
+/// // flushAtEndOfTick():          outbound.flushAtEndOfTick(context)
+/// ```
+final class ChannelOutbound {
+    /// ``gathered(_:context:flusher:)`` hands the buffer to the channel once it holds this
+    /// much, so what the channel's water marks (and `buffered`) do not see yet stays small.
+    static var gatherBufferLimit: Int { 64 * 1024 }
+
+    private var flushes = FlushBatching()
+    /// Small frames made since the last write to the channel, in order.
+    private var gathered: ByteBuffer?
+    /// The connection's send budget, while attached to this handler's channel.
+    weak var budget: OutboundBuffer?
+    /// The channel's allocator, read once by ``added(_:)``: `context.channel.allocator`
+    /// costs a witness call and a retain and release of the channel, on every message.
+    private(set) var allocator = ByteBufferAllocator()
+
+    /// At handlerAdded.
+    func added(_ context: ChannelHandlerContext) {
+        self.allocator = context.channel.allocator
+    }
+
+    /// Bytes of the small frames not handed to the channel yet (not in its buffered bytes).
+    var gatheredBytes: Int { self.gathered?.readableBytes ?? 0 }
+
+    func readStarted() {
+        self.flushes.readStarted()
+    }
+
+    /// At channelReadComplete: flushes what was written during the read.
+    func readComplete(_ context: ChannelHandlerContext) {
+        if self.flushes.readEnded() {
+            self.writeGathered(context)
+            context.flush()
+        }
+    }
+
+    /// Writes `buffer` after what was gathered before it; flushed at the end of the read
+    /// or of the loop tick.
+    func write(_ buffer: ByteBuffer, context: ChannelHandlerContext, flusher: some EndOfTickFlushing) {
+        self.writeGathered(context)
+        context.write(NIOAny(buffer), promise: nil)
+        self.flushes.wrote(flusher, loop: context.eventLoop)
+    }
+
+    /// The gathered buffer to append one more small frame to (a new one of `capacity`
+    /// bytes when there is none); give it back with ``gathered(_:context:flusher:)``.
+    func takeGathered(capacity: Int) -> ByteBuffer {
+        self.gathered.take() ?? self.allocator.buffer(capacity: capacity)
+    }
+
+    /// Keeps `buffer` (from ``takeGathered(capacity:)``) for more small frames, or
+    /// writes it once it holds ``gatherBufferLimit`` bytes; flushed like any write.
+    func gathered(_ buffer: ByteBuffer, context: ChannelHandlerContext, flusher: some EndOfTickFlushing) {
+        if buffer.readableBytes >= Self.gatherBufferLimit {
+            context.write(NIOAny(buffer), promise: nil)
+        } else {
+            self.gathered = buffer
+        }
+        self.flushes.wrote(flusher, loop: context.eventLoop)
+    }
+
+    /// Hands the gathered small frames to the channel.
+    func writeGathered(_ context: ChannelHandlerContext) {
+        if let gathered = self.gathered.take() {
+            context.write(NIOAny(gathered), promise: nil)
+        }
+    }
+
+    /// The end-of-tick flush (``EndOfTickFlushing/flushAtEndOfTick()``).
+    func flushAtEndOfTick(_ context: ChannelHandlerContext?) {
+        self.flushes.scheduledFlushRuns()
+        guard let context else { return }
+        self.writeGathered(context)
+        context.flush()
+    }
+
+    /// The handler left the pipeline: what was gathered is not written.
+    func removed() {
+        self.gathered = nil
+    }
+
+    /// Passes the event on, then lets the budget write out what waited when the channel
+    /// became writable again.
+    func writabilityChanged(_ context: ChannelHandlerContext) {
+        context.fireChannelWritabilityChanged()
+        if context.channel.isWritable { self.budget?.channelBecameWritable(context.channel) }
+    }
+}

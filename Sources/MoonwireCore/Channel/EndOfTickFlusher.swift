@@ -1,0 +1,47 @@
+import NIOCore
+import NIOPosix
+
+/// A channel handler that ``FlushBatching`` flushes at the end of a loop tick.
+protocol EndOfTickFlushing: AnyObject {
+    /// Calls `scheduledFlushRuns()` on its ``FlushBatching`` and flushes.
+    func flushAtEndOfTick()
+}
+
+/// The end-of-tick flushes of one event-loop thread: one task per tick flushes every
+/// handler that wrote outside a read, in the order they wrote, instead of a task per
+/// handler (a script sending once on each of 10 000 connections would queue 10 000).
+/// Used on its loop only.
+final class EndOfTickFlusher {
+    // One per loop thread; an embedded loop runs on its caller's thread, hence the check
+    // of the loop in `shared(on:)` (a flush task left on an embedded loop that never runs
+    // again must not hold up another loop's handlers).
+    private static let perThread = ThreadSpecificVariable<EndOfTickFlusher>()
+    private let loop: EventLoop
+    private var pending: [any EndOfTickFlushing] = []
+    private var spare: [any EndOfTickFlushing] = []
+    private var scheduled = false
+
+    private init(loop: EventLoop) {
+        self.loop = loop
+    }
+
+    /// The flusher of `loop`. Call on `loop`.
+    static func shared(on loop: EventLoop) -> EndOfTickFlusher {
+        perThread.currentValue(orMake: { EndOfTickFlusher(loop: loop) }, keepingIf: { $0.loop === loop })
+    }
+
+    func add(_ handler: any EndOfTickFlushing) {
+        self.pending.append(handler)
+        guard !self.scheduled else { return }
+        self.scheduled = true
+        self.loop.assumeIsolated().execute { self.run() }
+    }
+
+    private func run() {
+        self.scheduled = false
+        // A handler that writes again while flushing lands in the next tick's list.
+        swap(&self.pending, &self.spare)
+        for handler in self.spare { handler.flushAtEndOfTick() }
+        self.spare.removeAll(keepingCapacity: self.spare.count <= 4096)
+    }
+}
