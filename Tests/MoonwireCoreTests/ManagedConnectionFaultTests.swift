@@ -126,8 +126,10 @@ struct ManagedConnectionFaultTests {
         configuration.queueBytes = 256 << 10
         let block = 16 << 10
         let client = try await FaultClient.start(server.url, configuration: configuration) { c in
-            // Larger than a block: once a block is refused, the probe cannot fit either.
-            c.heartbeatMessage = ByteBuffer(repeating: 0x68, count: 20_000)
+            // Larger than the whole budget, so that it never fits, however far the peer
+            // read before it paused (under load it can read for a while, leaving room for
+            // a probe of a block's size, which then rightly went out).
+            c.heartbeatMessage = ByteBuffer(repeating: 0x68, count: 300_000)
             c.onOpen = { connection, _ in
                 _ = connection.send(Self.text("first"), kind: .text)
                 // Until both sockets and then the budget are full: a few MiB.
