@@ -10,27 +10,7 @@
 #     same port, the module re-subscribes and the loop reads on.
 # Stops what it started by PID; exits 1 on any failure. About 17 s (most of it Strawberry starting, three times).
 # usage: MOONWIRE_BIN=PATH scripts/protocols/graphql_ws.sh
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-: "${MOONWIRE_BIN:=$(swift build --show-bin-path)/moonwire}"
-PY=$(bash Tests/MoonwireCoreTests/Peers/setup_venv.sh)
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# wait_line FILE PATTERN: polls until FILE has a line matching PATTERN (10 s).
-wait_line() {
-    for _ in $(seq 200); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "timed out waiting for '$2' in $1:" >&2; cat "$1" >&2; return 1
-}
+source "$(dirname "$0")/lib/python_server.sh"
 
 start_server() { # [PORT] -> sets server_pid, port
     "$PY" scripts/protocols/graphql_server.py "${1:-0}" >"$tmp/server.log" 2>&1 &
