@@ -173,16 +173,7 @@ public final class LuaInterpreter: @unchecked Sendable {
 
     /// `mw._interpreter_host`: the prelude's internals plus the functions below.
     private func installHost() {
-        let lua = runtime.lua
-        guard let internals = runtime.preludeInternals else { return }
-        lua.getGlobal("mw")
-        lua.push(internals)
-        for (key, entry) in Self.functions.bound(to: self, keeping: &functionEntries) {
-            lua.push(function: LuaFunctionEntry.enter, context: entry.context)
-            lua.setField(key, table: -2)
-        }
-        lua.setField("_interpreter_host", table: -2)
-        lua.pop()
+        runtime.installPreludeHost(named: "_interpreter_host", Self.functions, owner: self, keeping: &functionEntries)
     }
 
     private static let functions = LuaFunctions<LuaInterpreter>.functions(of: "interpreter_host", [

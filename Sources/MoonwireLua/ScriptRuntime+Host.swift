@@ -125,3 +125,22 @@ extension LuaArguments {
         }
     }
 }
+
+extension ScriptRuntime {
+    /// `mw.<field>`: the prelude's internals plus `functions` bound to `owner`, for a host
+    /// that drives the script (the test runner's `_test_host`, `moonwire lua`'s
+    /// `_interpreter_host`). `entries` must live as long as Lua can call them.
+    func installPreludeHost<Owner: AnyObject>(
+        named field: String, _ functions: LuaFunctions<Owner>, owner: Owner, keeping entries: inout [LuaFunctionEntry]
+    ) {
+        guard let internals = preludeInternals else { return }
+        lua.getGlobal("mw")
+        lua.push(internals)
+        for (key, entry) in functions.bound(to: owner, keeping: &entries) {
+            lua.push(function: LuaFunctionEntry.enter, context: entry.context)
+            lua.setField(key, table: -2)
+        }
+        lua.setField(field, table: -2)
+        lua.pop()
+    }
+}

@@ -168,16 +168,7 @@ public final class TestFileRunner: @unchecked Sendable {
 
     /// `mw._test_host`: the prelude's internals plus the functions below.
     private func installTestHost() {
-        let lua = runtime.lua
-        guard let internals = runtime.preludeInternals else { return }
-        lua.getGlobal("mw")
-        lua.push(internals)
-        for (key, entry) in Self.functions.bound(to: self, keeping: &functionEntries) {
-            lua.push(function: LuaFunctionEntry.enter, context: entry.context)
-            lua.setField(key, table: -2)
-        }
-        lua.setField("_test_host", table: -2)
-        lua.pop()
+        runtime.installPreludeHost(named: "_test_host", Self.functions, owner: self, keeping: &functionEntries)
     }
 
     /// The test runner's own functions in `mw._test_host`; their errors name them bare.
