@@ -1,7 +1,7 @@
 @testable import MoonwireCore
 import Testing
 
-@Suite struct BinaryTextTests {
+@Suite(.timeLimit(.minutes(5))) struct BinaryTextTests {
     @Test func hexRoundTripsEveryByte() throws {
         let all = (0...255).map { UInt8($0) }
         let text = BinaryText.hex(all)

@@ -7,7 +7,7 @@ import Testing
 /// The one dial of ``ClientConnection`` for every scheme, over real loopback sockets:
 /// each kind opens with its timing, names the step a dial failed in, and dials again on
 /// the same object after a failure or an abandoned dial.
-@Suite struct ClientDialTests {
+@Suite(.timeLimit(.minutes(5))) struct ClientDialTests {
     enum Event: Sendable {
         case open(ConnectTiming?)
         case fail(ConnectionError)

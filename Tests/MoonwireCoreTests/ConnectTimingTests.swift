@@ -5,7 +5,7 @@ import Testing
 
 /// The steps of a dial (DNS, TCP, TLS, the WebSocket upgrade), timed over real
 /// loopback sockets for every scheme.
-@Suite struct ConnectTimingTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectTimingTests {
     /// Hands over the open's timing, then closes.
     final class Opener: ClientConnectionDelegate {
         let opened: EventLoopPromise<ConnectTiming?>

@@ -30,7 +30,7 @@ private func wire(_ framing: TCPFraming, _ messages: [String]) throws -> [UInt8]
     return try messages.flatMap { Array(try encoder.encode(ByteBuffer(string: $0)).readableBytesView) }
 }
 
-struct FramingTests {
+@Suite(.timeLimit(.minutes(5))) struct FramingTests {
     static let modes: [(String, TCPFraming)] = [
         ("line", .line()),
         ("delimiter", .delimiter(Array("\r\n".utf8))),

@@ -6,7 +6,7 @@ import Testing
 /// Replays the fuzzers' seed corpora and kept crash inputs (Fuzz/corpus, Fuzz/crashes)
 /// through the WebSocket inbound path in the ordinary build: whole and one byte per read,
 /// each input must end in messages or a 1002/1007/1009 failure, never a crash.
-@Suite("fuzz corpus replay")
+@Suite("fuzz corpus replay", .timeLimit(.minutes(5)))
 struct FuzzCorpusTests {
     static let fuzzDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

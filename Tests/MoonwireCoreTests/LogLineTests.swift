@@ -2,7 +2,7 @@ import Foundation
 import MoonwireCore
 import Testing
 
-@Suite struct LogLineTests {
+@Suite(.timeLimit(.minutes(5))) struct LogLineTests {
     let noon = timespec(tv_sec: 1_795_000_000, tv_nsec: 7_000_000)
 
     @Test func jsonLinesAreParseableAndEscaped() throws {

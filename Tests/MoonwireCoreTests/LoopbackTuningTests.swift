@@ -6,7 +6,7 @@ import Testing
 
 /// A connection whose peer is on this host gets a 1 MiB kernel send buffer instead of
 /// the kernel's autotuning (ChannelTuning.loopbackSendBuffer); any other keeps the kernel's.
-@Suite("Loopback send buffer")
+@Suite("Loopback send buffer", .timeLimit(.minutes(5)))
 struct LoopbackTuningTests {
     /// What getsockopt(SO_SNDBUF) answers once the tuning applied: the kernel doubles the size asked.
     static var tuned: Int? { ChannelTuning.loopbackSendBuffer.map { $0 * 2 } }

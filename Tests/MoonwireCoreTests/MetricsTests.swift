@@ -3,7 +3,7 @@ import MoonwireCore
 import Testing
 
 /// The metrics registry, summary files, merges, thresholds and shards, without Lua.
-@Suite struct MetricsTests {
+@Suite(.timeLimit(.minutes(5))) struct MetricsTests {
     @Test func namesFollowPrometheusRules() throws {
         let m = MetricsRegistry()
         for good in ["a", "request_latency", "ns:sub_total", "_x9"] { _ = try m.register(.counter, name: good) }

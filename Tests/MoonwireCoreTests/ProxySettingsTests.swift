@@ -1,7 +1,7 @@
 import MoonwireCore
 import Testing
 
-@Suite("Proxy URLs and the proxy environment variables")
+@Suite("Proxy URLs and the proxy environment variables", .timeLimit(.minutes(5)))
 struct ProxySettingsTests {
     @Test("proxy URLs: schemes, default ports, credentials, refusals")
     func parsing() throws {

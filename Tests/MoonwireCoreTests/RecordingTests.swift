@@ -4,7 +4,7 @@ import Testing
 
 @testable import MoonwireCore
 
-@Suite struct RecordingTests {
+@Suite(.timeLimit(.minutes(5))) struct RecordingTests {
     func temp(_ name: String) -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("mw-recording-\(getpid())-\(UUID().uuidString.prefix(6))-\(name)").path
     }

@@ -8,7 +8,7 @@ import Testing
 /// The jump rule of the virtual clock alone (``QuiescenceGate``), then the clock on an
 /// embedded loop (its checks are scheduled tasks the test steps through), then on a real
 /// loop with real loopback sockets.
-@Suite struct QuiescenceGateTests {
+@Suite(.timeLimit(.minutes(5))) struct QuiescenceGateTests {
     let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     @Test func jumpsOnlyAfterTwoQuietTicks() {
@@ -45,7 +45,7 @@ import Testing
     }
 }
 
-@Suite struct RuntimeClockTests {
+@Suite(.timeLimit(.minutes(5))) struct RuntimeClockTests {
     /// Steps an embedded loop's real time until `done` or 10 000 steps.
     private func step(_ loop: EmbeddedEventLoop, until done: () -> Bool) {
         var steps = 0

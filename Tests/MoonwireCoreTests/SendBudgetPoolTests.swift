@@ -9,7 +9,7 @@ import Testing
 /// budgets (1 MiB each: the channel takes 256 KiB, the rest waits in the queue). The pool
 /// turns messages away as a full own budget would; what it took arrives once the clients
 /// read.
-@Suite struct SendBudgetPoolTests {
+@Suite(.timeLimit(.minutes(5))) struct SendBudgetPoolTests {
     static let budget = 1 << 20
     static let messageSize = 16 * 1024
 

@@ -6,7 +6,7 @@ import Testing
 
 /// The server holds upgrade requests to RFC 6455 and bounds their headers, over real
 /// sockets: what it refuses gets an HTTP error with a reason and never a 101.
-@Suite("WebSocket server handshake: strict RFC 6455, bounded headers", .serialized)
+@Suite("WebSocket server handshake: strict RFC 6455, bounded headers", .serialized, .timeLimit(.minutes(5)))
 struct ServerHandshakeTests {
     static func upgrade(method: String = "GET", version: String = "HTTP/1.1", key: String = "dGhlIHNhbXBsZSBub25jZQ==", extra: [String] = []) -> [UInt8] {
         let lines = ["\(method) / \(version)", "Host: 127.0.0.1", "Upgrade: websocket", "Connection: Upgrade",

@@ -4,7 +4,7 @@ import Testing
 
 @testable import MoonwireCore
 
-@Suite("WebSocket server against our client and node-ws", .serialized)
+@Suite("WebSocket server against our client and node-ws", .serialized, .timeLimit(.minutes(5)))
 struct ServerWebSocketTests {
     @Test func echoesToOurClientWithSubprotocolPathAndHeaders() async throws {
         let server = try await TestServer.start("ws://127.0.0.1:0/chat", options: MessageServerOptions(protocols: ["v1", "v2"]), echo: true)

@@ -4,7 +4,7 @@ import Testing
 
 /// Which shard a process is, from the command line or its engine's variables
 /// (the variables as Slurm 22.05 and Kubernetes set them), and --start-at's times.
-@Suite struct ShardSourcesTests {
+@Suite(.timeLimit(.minutes(5))) struct ShardSourcesTests {
     func shard(_ option: String? = nil, _ env: [String: String]) throws -> Shard? {
         try Shard.resolve(option: option, environment: env)
     }

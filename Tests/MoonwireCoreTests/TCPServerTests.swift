@@ -4,7 +4,7 @@ import Testing
 
 @testable import MoonwireCore
 
-@Suite("TCP server and client over loopback", .serialized)
+@Suite("TCP server and client over loopback", .serialized, .timeLimit(.minutes(5)))
 struct TCPServerTests {
     static let modes: [(String, TCPFraming)] = [
         ("line", .line()),

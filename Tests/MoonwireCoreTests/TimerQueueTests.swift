@@ -4,7 +4,7 @@ import NIOEmbedded
 import NIOPosix
 import Testing
 
-@Suite struct TimerQueueTests {
+@Suite(.timeLimit(.minutes(5))) struct TimerQueueTests {
     @Test func popsByDeadlineThenInsertionOrder() {
         var q = TimerQueue<String>()
         let base = NIODeadline.uptimeNanoseconds(1_000)
@@ -34,7 +34,7 @@ import Testing
     }
 }
 
-@Suite struct TimerSchedulerTests {
+@Suite(.timeLimit(.minutes(5))) struct TimerSchedulerTests {
     /// Virtual time: every tick of a repeating timer is due at start + n * interval,
     /// however long each callback takes, so lateness never adds up; ticks missed
     /// entirely are skipped, not fired in a burst.

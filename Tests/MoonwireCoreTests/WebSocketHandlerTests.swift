@@ -7,7 +7,7 @@ import Testing
 /// ``WebSocketHandler`` in both roles on NIO's `EmbeddedChannel`, at the byte level: the
 /// peer's frames go in as bytes, what the handler writes comes out as bytes and is parsed
 /// here independently of the handler's own parser.
-@Suite("WebSocket handler on an embedded channel, both roles")
+@Suite("WebSocket handler on an embedded channel, both roles", .timeLimit(.minutes(5)))
 struct WebSocketHandlerTests {
     static let roles: [WebSocketRole] = [.client, .server]
 

@@ -171,7 +171,7 @@ private final class HostileHandler: ChannelInboundHandler {
     }
 }
 
-@Suite("WebSocket client against a hostile peer")
+@Suite("WebSocket client against a hostile peer", .timeLimit(.minutes(5)))
 struct WebSocketHostilePeerTests {
     static let huge: [UInt8] = [0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 0]
 

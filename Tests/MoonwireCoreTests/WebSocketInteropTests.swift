@@ -158,7 +158,7 @@ enum TLSFixture {
     }
 }
 
-@Suite("WebSocket client interop with node-ws and Python websockets", .serialized)
+@Suite("WebSocket client interop with node-ws and Python websockets", .serialized, .timeLimit(.minutes(5)))
 struct WebSocketInteropTests {
     @Test("text, binary, fragmented and 16 MiB messages echo back", arguments: PeerProcess.Kind.allCases)
     func echo(kind: PeerProcess.Kind) async throws {
@@ -339,7 +339,7 @@ extension WebSocketInteropTests {
     }
 }
 
-@Suite("WebSocket dial failures name their step")
+@Suite("WebSocket dial failures name their step", .timeLimit(.minutes(5)))
 struct WebSocketDialFailureTests {
     private func failure(_ url: String, options: WebSocketClientOptions = WebSocketClientOptions()) async throws -> ConnectionError? {
         let events = try await TestClient.run(url, options: options)

@@ -4,7 +4,7 @@ import Testing
 
 @testable import MoonwireCore
 
-@Suite("WebSocket pure parts")
+@Suite("WebSocket pure parts", .timeLimit(.minutes(5)))
 struct WebSocketUnitTests {
     // MARK: UTF-8
 

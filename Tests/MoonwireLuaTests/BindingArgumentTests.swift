@@ -6,7 +6,7 @@ import Testing
 /// numbers its caller counts, so an error names the argument the user wrote. These
 /// six named another before (#0 for s:reject_next's count and peer:pause, #1 for
 /// reject_next's status, #2 for the value of m:add, h:observe and g:set).
-@Suite struct BindingArgumentTests {
+@Suite(.timeLimit(.minutes(5))) struct BindingArgumentTests {
     @Test func errorsNumberArgumentsAsTheCallerCounts() throws {
         let harness = ScriptHarness()
         try harness.run("""

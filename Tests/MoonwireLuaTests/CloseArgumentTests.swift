@@ -5,7 +5,7 @@ import Testing
 /// `c:close` and `peer:close` check their code and reason the same way: a reason
 /// over 123 bytes (a close frame's payload is at most 125) is misuse, raised at
 /// the caller's line, and nothing is closed.
-@Suite struct CloseArgumentTests {
+@Suite(.timeLimit(.minutes(5))) struct CloseArgumentTests {
     @Test func aLongReasonRaisesAndLeavesBothEndsOpen() throws {
         let harness = ScriptHarness()
         try harness.run("""

@@ -5,7 +5,7 @@ import Testing
 /// A codec whose encode returns something other than a string is misuse, blamed on
 /// the line that sent, the same way for a connection, a peer and a broadcast (one
 /// prelude function encodes for all three).
-@Suite struct CodecEncodeTests {
+@Suite(.timeLimit(.minutes(5))) struct CodecEncodeTests {
     @Test func aBadEncodeIsBlamedOnTheSendersLine() throws {
         let harness = ScriptHarness()
         try harness.run("""

@@ -6,7 +6,7 @@ import Testing
 /// The native mw.json (RapidJSON + C, Sources/CMoonJSON) against json.lua, the pure-Lua
 /// codec it replaced (still in the binary as the reference decoder for rejected input):
 /// each exactness rule, and the whole lua-json fuzz corpus through both.
-@Suite struct JSONNativeTests {
+@Suite(.timeLimit(.minutes(5))) struct JSONNativeTests {
     /// Runs `source` with `old` (json.lua's module) and `new` (mw.json) as locals; the
     /// script sets the global `out`.
     private func output(_ source: String, arguments: [String] = []) throws -> String? {

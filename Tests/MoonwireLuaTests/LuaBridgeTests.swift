@@ -5,7 +5,7 @@ import Testing
 
 @testable import MoonwireLua
 
-@Suite struct LuaBridgeTests {
+@Suite(.timeLimit(.minutes(5))) struct LuaBridgeTests {
     @Test func valuesRoundTripThroughSwift() throws {
         let vm = LuaVM()
         defer { withExtendedLifetime(vm) {} }

@@ -2,7 +2,7 @@ import Testing
 
 @testable import MoonwireLua
 
-@Suite struct ReplayTestGeneratorTests {
+@Suite(.timeLimit(.minutes(5))) struct ReplayTestGeneratorTests {
     @Test func generatedLuaStringsRoundTrip() {
         #expect(ReplayTestGenerator.quoted(Array(#"{"a":"b"}"#.utf8)) == #"[[{"a":"b"}]]"#)
         #expect(ReplayTestGenerator.quoted(Array("plain".utf8)) == #""plain""#)

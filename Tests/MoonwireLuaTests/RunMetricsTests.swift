@@ -5,7 +5,7 @@ import Testing
 
 /// The built-in metrics a script's connections record: the steps of each dial,
 /// and how long `c:request` and `c:expect` waited.
-@Suite struct RunMetricsTests {
+@Suite(.timeLimit(.minutes(5))) struct RunMetricsTests {
     static func statistics(_ harness: ScriptHarness) throws -> [String: MetricStatistics] {
         let snapshot = try ScriptHarness.bounded(harness.runtime.eventLoop.submit { [runtime = harness.runtime] in runtime.metricsSnapshot() })
         return Dictionary(uniqueKeysWithValues: snapshot.statistics().map { ($0.key.display, $0) })

@@ -4,7 +4,7 @@ import Testing
 @testable import MoonwireLua
 
 /// mw.json's numbers and shapes, mw.inspect, mw.hexdump and mw.log, run in a real runtime.
-@Suite struct ScriptFormatTests {
+@Suite(.timeLimit(.minutes(5))) struct ScriptFormatTests {
     /// Runs `source`, which sets the global `out` to a string.
     private func output(_ source: String) throws -> String? {
         let harness = ScriptHarness()

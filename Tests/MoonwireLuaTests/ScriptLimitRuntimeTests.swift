@@ -5,7 +5,7 @@ import Testing
 /// The guard of a Lua state (CLuaShim.c) seen from the runtime: the memory limit
 /// refuses only where Lua can raise, its error names the user's line, and the
 /// state goes on afterwards. These also run under AddressSanitizer (scripts/test.sh).
-@Suite struct ScriptLimitRuntimeTests {
+@Suite(.timeLimit(.minutes(5))) struct ScriptLimitRuntimeTests {
     /// A callback that grows a table past the limit fails at its line; what it
     /// built is collected, and the next callbacks run (and allocate) as before.
     @Test func memoryLimitErrorAtTheLineThenTheStateGoesOn() throws {

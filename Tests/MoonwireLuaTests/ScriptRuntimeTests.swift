@@ -2,7 +2,7 @@ import Testing
 
 @testable import MoonwireLua
 
-@Suite struct ScriptRuntimeTests {
+@Suite(.timeLimit(.minutes(5))) struct ScriptRuntimeTests {
     @Test func timersFireInDeadlineOrderTiesInCallOrder() throws {
         let harness = ScriptHarness()
         try harness.run("""

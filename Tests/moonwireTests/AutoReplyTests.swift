@@ -4,7 +4,7 @@ import Testing
 /// `auto_reply`: the peer's application-level pings (Socket.IO, graphql-transport-ws,
 /// JSON) answered without reaching on_message, on both sides, against a real peer
 /// (Python websockets, Peers/probe_peer.py) that checks every answer.
-@Suite struct AutoReplyTests {
+@Suite(.timeLimit(.minutes(5))) struct AutoReplyTests {
     /// The script is the client: the peer pings it, and it echoes everything else.
     @Test func aClientAnswersThePeersPingsAndOnMessageNeverSeesThem() throws {
         let peer = try EchoPeer(script: "probe_peer.py", arguments: ["serve"])

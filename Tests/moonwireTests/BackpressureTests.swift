@@ -8,7 +8,7 @@ import Glibc
 /// The outbound budget and inbound pause end to end, over real loopback sockets: scripts
 /// run by the real executable print what they measured (counts, order, RSS from
 /// /proc/self/statm); nothing here depends on how fast the machine is.
-@Suite struct BackpressureTests {
+@Suite(.timeLimit(.minutes(5))) struct BackpressureTests {
     /// `key=value` pairs of a script's report line.
     static func report(_ line: some StringProtocol) -> [String: String] {
         var fields: [String: String] = [:]

@@ -4,7 +4,7 @@ import Testing
 /// Bots that behave as bots should: they come back after a server restart, find the
 /// modules next to them, wait for messages by kind, read protocols that pack several
 /// packets into one WebSocket message, and say what their heartbeat does.
-@Suite struct BotBehaviourTests {
+@Suite(.timeLimit(.minutes(5))) struct BotBehaviourTests {
     /// A real server (Python websockets) shut down with SIGTERM closes its clients with
     /// `code`, as servers do for a restart, and is started again on the same port: the
     /// bot reconnects and runs its on-open logic (a login) again.

@@ -5,7 +5,7 @@ import Testing
 /// suite in Fixtures/busted_probe (a spec file per part of busted's
 /// vocabulary, a .busted file with ROOT, pattern, lpath, helper,
 /// exclude-tags and output) must give the same per-file counts under both.
-@Suite struct BustedCompatTests {
+@Suite(.timeLimit(.minutes(5))) struct BustedCompatTests {
     static let probe = CommandRunner.packageRoot.appendingPathComponent("Tests/moonwireTests/Fixtures/busted_probe")
 
     /// scripts/busted_compat.sh over the probe's spec/ folder, with `options` for both runners.

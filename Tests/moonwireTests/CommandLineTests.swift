@@ -1,6 +1,6 @@
 import Testing
 
-@Suite struct CommandLineTests {
+@Suite(.timeLimit(.minutes(5))) struct CommandLineTests {
     @Test func version() throws {
         let r = try CommandRunner.run("--version")
         #expect(r.status == 0)

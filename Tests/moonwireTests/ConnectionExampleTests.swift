@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The WebSocket examples and `moonwire connect`, against a real peer.
-@Suite struct ConnectionExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectionExampleTests {
     @Test func echoClientExample() throws {
         let peer = try EchoPeer()
         let r = try CommandRunner.run("run", "examples/echo_client.lua", peer.url)

@@ -4,7 +4,7 @@ import Testing
 /// Editor completion and checks: the LuaLS definitions declare exactly what the program
 /// binds, `moonwire init` writes a project editors and luacheck understand, and
 /// `moonwire check` finds names of the API that do not exist.
-@Suite struct DefinitionsTests {
+@Suite(.timeLimit(.minutes(5))) struct DefinitionsTests {
     static let fixtures = "Tests/moonwireTests/Fixtures/definitions"
 
     /// Both lists derived, neither written down twice: the declared names come from the

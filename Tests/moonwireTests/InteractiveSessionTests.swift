@@ -5,7 +5,7 @@ import Testing
 /// against real servers: each case is a function of Interactive/cli_sessions.py (pexpect and
 /// Python websockets, from the venv of Tests/MoonwireCoreTests/Peers/setup_venv.sh).
 /// One at a time: every case starts several processes.
-@Suite(.serialized) struct InteractiveSessionTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct InteractiveSessionTests {
     /// Sessions that talk to each other take a few seconds; this is only the bound.
     static let deadline: TimeInterval = 120
 

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// `moonwire listen` at the edge of its resources, as a separate process.
-@Suite("listen: at the edge of its resources", .serialized)
+@Suite("listen: at the edge of its resources", .serialized, .timeLimit(.minutes(5)))
 struct ListenEdgeTests {
     /// Under `ulimit -n 64`, 100 clients leave connections the server cannot accept. It
     /// must not spin on `accept` (EMFILE) but pause, say so in one line, keep its CPU

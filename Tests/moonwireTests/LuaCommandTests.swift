@@ -4,7 +4,7 @@ import Testing
 /// `moonwire lua`: lua5.4's command line with `mw` loaded, through pipes; its REPL
 /// through a pseudo-terminal (Interactive/lua_repl.py, pexpect and a Python
 /// websockets echo server from the venv of Tests/MoonwireCoreTests/Peers/setup_venv.sh).
-@Suite struct LuaCommandTests {
+@Suite(.timeLimit(.minutes(5))) struct LuaCommandTests {
     static func lua(_ arguments: String..., input: String? = nil, environment: [String: String] = [:]) throws -> CommandRunner.Result {
         try CommandRunner.run(["lua"] + arguments, input: input, deadline: 60, environment: environment)
     }

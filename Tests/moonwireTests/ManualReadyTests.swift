@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `ready = "manual"`: messages held for `c:ready()` are never dropped in silence.
-@Suite struct ManualReadyTests {
+@Suite(.timeLimit(.minutes(5))) struct ManualReadyTests {
     static let script = """
         local s = assert(mw.listen("ws://127.0.0.1:0/"))
         local got = {}

@@ -7,7 +7,7 @@ import Testing
 /// Every server is the script's own `mw.listen`, injecting delays and faults.
 /// One test at a time: the timing tests should not compete with the shard
 /// test's five processes.
-@Suite(.serialized) struct MetricsRunTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct MetricsRunTests {
     /// A summary file's metrics by display name: the raw JSON objects.
     static func metrics(_ path: String) throws -> [String: [String: Any]] {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))

@@ -4,7 +4,7 @@ import Testing
 @testable import moonwire
 
 /// How snapshots become swift-prometheus collectors, scrape after scrape.
-@Suite struct PrometheusExpositionTests {
+@Suite(.timeLimit(.minutes(5))) struct PrometheusExpositionTests {
     final class Warnings: @unchecked Sendable {
         var lines: [String] = []
     }

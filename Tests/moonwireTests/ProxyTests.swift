@@ -3,7 +3,7 @@ import Testing
 
 /// Proxies (`opts.proxy`, the proxy environment variables, `connect --proxy`) against real
 /// tinyproxy and microsocks processes, and TLS refusals in words, over real sockets.
-@Suite("Proxies and TLS errors", .serialized)
+@Suite("Proxies and TLS errors", .serialized, .timeLimit(.minutes(5)))
 struct ProxyTests {
     /// The test runner's own proxy variables must not leak into the commands.
     static let noProxyVariables: [String: String] = Dictionary(uniqueKeysWithValues:

@@ -114,7 +114,7 @@ extension CommandRunner {
     }
 }
 
-@Suite(.serialized) struct ReplayTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ReplayTests {
     let dir: URL = {
         let d = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-replay-tests-\(getpid())-\(UUID().uuidString.prefix(8))")
         try? FileManager.default.createDirectory(at: d, withIntermediateDirectories: true)

@@ -4,7 +4,7 @@ import Testing
 /// `moonwire report` and `run --report`: real runs over loopback, the page
 /// opened in Debian's headless Chromium, its DOM read back after the scripts
 /// ran. One test at a time: Chromium and the runs compete for two cores.
-@Suite(.serialized) struct ReportTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ReportTests {
     static let chromium = "/usr/bin/chromium"
 
     /// What Chromium made of a page: the DOM after its scripts ran, and every

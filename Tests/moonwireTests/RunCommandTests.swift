@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct RunCommandTests {
+@Suite(.timeLimit(.minutes(5))) struct RunCommandTests {
     @Test func helloExample() throws {
         let r = try CommandRunner.run("run", "examples/hello.lua", "moon")
         #expect(r.status == 0)

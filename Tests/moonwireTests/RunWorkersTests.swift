@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `moonwire run --workers N`: N copies of a script, each in its own Lua state on its own loop.
-@Suite struct RunWorkersTests {
+@Suite(.timeLimit(.minutes(5))) struct RunWorkersTests {
     @Test func everyWorkerKnowsItsIndexAndTheCount() throws {
         let path = try CommandRunner.script("whoami.lua", "print(mw.worker, mw.workers)\n")
         let r = try CommandRunner.run("run", "--workers", "3", path)

@@ -3,7 +3,7 @@ import Testing
 
 /// The runtime survives its script: a callback that never returns, a script that
 /// eats memory. Real processes, real sockets on loopback.
-@Suite struct ScriptLimitTests {
+@Suite(.timeLimit(.minutes(5))) struct ScriptLimitTests {
     /// A server script whose on_message spins on "spin" and eats memory on "eat",
     /// and echoes everything else; two of its own clients check that it still serves.
     static let server = """

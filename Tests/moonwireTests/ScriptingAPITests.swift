@@ -3,7 +3,7 @@ import Testing
 
 /// The scripting API over real sockets: heartbeat replies, message kinds, expect,
 /// errors in words and the connection log (issue 15).
-@Suite struct ScriptingAPITests {
+@Suite(.timeLimit(.minutes(5))) struct ScriptingAPITests {
     /// Closing the script's last connection to a server outside it (TCP closes before
     /// `c:close()` returns) does not end the script while its main chunk goes on: the
     /// `mw.sleep` after it still wakes.
@@ -381,7 +381,7 @@ import Testing
 }
 
 /// The protocol examples against real servers nobody here wrote.
-@Suite struct ProtocolExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ProtocolExampleTests {
     /// The module (mqtt_ws.lua) and MQTT by hand through a WebSocket framing function
     /// (ws_framing.lua) say the same against mosquitto.
     @Test(arguments: ["examples/mqtt_ws.lua", "examples/ws_framing.lua"])

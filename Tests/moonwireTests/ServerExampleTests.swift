@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// The examples that start their own servers: they need nothing outside.
-@Suite struct ServerExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ServerExampleTests {
     @Test func demo() throws {
         let r = try CommandRunner.run("run", "examples/demo.lua")
         #expect(r.status == 0, "\(r.stderr)")

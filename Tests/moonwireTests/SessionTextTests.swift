@@ -3,7 +3,7 @@ import Testing
 @testable import moonwire
 
 /// The pure pieces of `connect` and `listen`: input lines, hexdumps, JSON, flag values.
-@Suite struct SessionTextTests {
+@Suite(.timeLimit(.minutes(5))) struct SessionTextTests {
     @Test(arguments: [
         ("hello", SessionInput.message("hello")),
         ("//etc/passwd", .message("/etc/passwd")),
@@ -97,7 +97,7 @@ import Testing
 }
 
 /// docs/cli.md and the man page name every flag `connect` and `listen` show in --help.
-@Suite struct SessionDocsTests {
+@Suite(.timeLimit(.minutes(5))) struct SessionDocsTests {
     @Test(arguments: ["connect", "listen"])
     func everyFlagIsDocumented(command: String) throws {
         let help = try CommandRunner.run(command, "--help")

@@ -5,7 +5,7 @@ import Testing
 import FoundationXML
 #endif
 
-@Suite struct TestCommandTests {
+@Suite(.timeLimit(.minutes(5))) struct TestCommandTests {
     static let suite = "Tests/moonwireTests/Fixtures/suite"
 
     @Test func fixtureSuiteOutcomes() throws {

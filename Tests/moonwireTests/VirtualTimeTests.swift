@@ -5,7 +5,7 @@ import Testing
 /// backoff (about a minute of timers) with exact timestamps, the same file in real time,
 /// every reader of the clock (Fixtures/virtual_time), and `run --virtual-time`. Wall time
 /// is checked only as a generous upper bound, or as a lower bound real timers guarantee.
-@Suite struct VirtualTimeTests {
+@Suite(.timeLimit(.minutes(5))) struct VirtualTimeTests {
     static let example = "examples/tests/virtual_time_test.lua"
     static let fixture = "Tests/moonwireTests/Fixtures/virtual_time/clock_test.lua"
 
