@@ -53,7 +53,8 @@ struct small_block {
  * (the watchdog's own fields by the watchdog, under `mu`). */
 struct mw_guard {
     /* Set from other threads, read by the count hook. */
-    _Atomic int interrupt; /* the test runner's watchdog: raise a timeout now */
+    _Atomic int interrupt; /* raise now: MW_INTERRUPT_TIMEOUT (the test runner's watchdog)
+                              or MW_INTERRUPT_USER (Ctrl-C at `moonwire lua`'s REPL) */
     _Atomic int signal;    /* SIGINT/SIGTERM waiting for the host to act on it */
     lua_State *main;
     /* Calls from the host in progress (mw_pcall_traceback), how many began and
@@ -422,9 +423,13 @@ static void guard_hook(lua_State *L, lua_Debug *ar) {
         mw_push_exit_sentinel(L);
         lua_error(L);
     }
-    if (atomic_exchange(&g->interrupt, 0)) {
+    int interrupt = atomic_exchange(&g->interrupt, 0);
+    if (interrupt != 0) {
         user_location(L, 0, where, sizeof where);
-        lua_pushfstring(L, "%s: timed out: still running without ever yielding (an endless loop?)", where);
+        if (interrupt == MW_INTERRUPT_USER)
+            lua_pushfstring(L, "%s: interrupted!", where); /* lua.c's words for Ctrl-C */
+        else
+            lua_pushfstring(L, "%s: timed out: still running without ever yielding (an endless loop?)", where);
         lua_error(L);
     }
     unsigned long entry = atomic_load_explicit(&g->entry, memory_order_relaxed);
@@ -776,8 +781,8 @@ int mw_guard_take_signal(mw_guard *g) {
     return atomic_exchange(&g->signal, 0);
 }
 
-void mw_guard_interrupt(mw_guard *g) {
-    atomic_store(&g->interrupt, 1);
+void mw_guard_interrupt(mw_guard *g, int kind) {
+    atomic_store(&g->interrupt, kind);
     wake_watchdog(g, 1);
 }
 

@@ -1,7 +1,9 @@
 import CLua
 import CLuaShim
+import Dispatch
 import Logging
 import NIOCore
+import Synchronization
 
 /// `moonwire lua`: lua5.4's command line and REPL (resources/interpreter.lua) in a
 /// script's Lua state, with `mw` loaded and the event loop running. The command line
@@ -91,6 +93,15 @@ public final class LuaInterpreter: @unchecked Sendable {
     private let io: IO
     /// The REPL's coroutine, waiting for its next line.
     private var lineWaiter: LuaReference?
+    /// The REPL's `interrupt` function (interpreter.lua), called on the loop after Ctrl-C.
+    private var interruptHandler: LuaReference?
+    /// Whether a REPL chunk is running (or waiting): set on the loop, read by the thread
+    /// that handles SIGINT.
+    private let chunkRunning = Atomic<Bool>(false)
+    /// Ctrl-Cs asked for, and the last one the loop has seen: a Ctrl-C the loop has not
+    /// seen 50 ms later is raised in the Lua code holding it.
+    private let interruptsAsked = Atomic<Int>(0)
+    private let interruptsSeen = Atomic<Int>(0)
     private var functionEntries: [LuaFunctionEntry] = []
 
     public convenience init(eventLoop: EventLoop, plan: Plan, logger: Logger, io: IO) {
@@ -171,6 +182,31 @@ public final class LuaInterpreter: @unchecked Sendable {
         runtime.shutdown(signal: signal)
     }
 
+    /// Ctrl-C at the REPL, from the signal's thread: as in `lua5.4`, a chunk that is
+    /// running stops with "interrupted!" and the prompt comes back. A chunk waiting
+    /// (`mw.sleep`, `c:receive`) is left where it waits, as a timed-out test is; one
+    /// computing gets the error raised in its Lua code, if the loop has not come round
+    /// within 50 ms. False when no chunk runs: then Ctrl-C ends the REPL (as `lua5.4`'s
+    /// does at its prompt).
+    public func interrupt() -> Bool {
+        guard chunkRunning.load(ordering: .acquiring) else { return false }
+        let asked = interruptsAsked.add(1, ordering: .sequentiallyConsistent).newValue
+        runtime.eventLoop.execute { [self] in
+            interruptsSeen.store(asked, ordering: .sequentiallyConsistent)
+            mw_guard_clear_interrupt(runtime.vm.guardState)
+            guard let handler = interruptHandler, !runtime.finished else { return }
+            runtime.lua.push(handler)
+            runtime.callIntoLua(arguments: 0)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { [self] in
+            if interruptsSeen.load(ordering: .sequentiallyConsistent) < asked, chunkRunning.load(ordering: .acquiring) {
+                // The loop has not come round: Lua code holds it. `vm` lives as long as self.
+                mw_guard_interrupt(runtime.vm.guardState, Int32(MW_INTERRUPT_USER))
+            }
+        }
+        return true
+    }
+
     /// `mw._interpreter_host`: the prelude's internals plus the functions below.
     private func installHost() {
         runtime.installPreludeHost(named: "_interpreter_host", Self.functions, owner: self, keeping: &functionEntries)
@@ -185,6 +221,19 @@ public final class LuaInterpreter: @unchecked Sendable {
             if let old = interpreter.lineWaiter { args.lua.release(old) }
             interpreter.lineWaiter = args.lua.reference()
             interpreter.io.ask(prompt)
+            return 0
+        },
+        // chunk_running(bool): whether a REPL chunk runs, so that Ctrl-C interrupts it.
+        LuaFunction("chunk_running", shownAs: "chunk_running") { interpreter, args in
+            interpreter.chunkRunning.store(args.boolean(1), ordering: .releasing)
+            return 0
+        },
+        // on_interrupt(fn): fn() on the loop after a Ctrl-C that interrupt() took.
+        LuaFunction("on_interrupt", shownAs: "on_interrupt") { interpreter, args in
+            try args.function(1)
+            args.lua.pushValue(args.index(1))
+            if let old = interpreter.interruptHandler { args.lua.release(old) }
+            interpreter.interruptHandler = args.lua.reference()
             return 0
         },
         LuaFunction("write_error", shownAs: "write_error") { interpreter, args in

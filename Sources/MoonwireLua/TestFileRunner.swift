@@ -223,7 +223,7 @@ public final class TestFileRunner: @unchecked Sendable {
         // deinit cancels the timer before the state (and its guard) goes.
         let state = runtime.vm.guardState
         timer.schedule(deadline: .now() + timeout + 1)
-        timer.setEventHandler { mw_guard_interrupt(state) }
+        timer.setEventHandler { mw_guard_interrupt(state, Int32(MW_INTERRUPT_TIMEOUT)) }
         timer.resume()
         watchdogTimer = timer
     }

@@ -144,7 +144,9 @@ struct LuaCommand: ParsableCommand {
             )
         }
         let interpreter = LuaInterpreter(eventLoop: loop, plan: plan, logger: logger, io: io)
-        let signals = SignalTrap(onSignal: { interpreter.shutdown(signal: $0) }, beforeExit: { console?.restoreTerminalNow() })
+        let signals = SignalTrap(
+            onSignal: { interpreter.shutdown(signal: $0) }, beforeExit: { console?.restoreTerminalNow() },
+            interrupting: { interpreter.interrupt() })
         console?.start(on: loop, onLine: { interpreter.enter($0) }, onEnd: { interpreter.enter(nil) })
         let code: Int32
         do {

@@ -4,13 +4,14 @@ import Dispatch
 import Glibc
 #endif
 
-/// SIGINT and SIGTERM for `run`, `connect` and `listen`: the first one asks for a
+/// SIGINT and SIGTERM for `run`, `connect`, `listen` and `lua`: the first one asks for a
 /// shutdown; a second SIGINT exits at once with 130, after `beforeExit` (which puts the
-/// terminal back).
+/// terminal back). A SIGINT that `interrupting` takes (the REPL stopping the chunk it
+/// runs) is neither.
 final class SignalTrap {
     private let sources: [DispatchSourceSignal]
 
-    init(onSignal: @escaping (Int32) -> Void, beforeExit: @escaping () -> Void = {}) {
+    init(onSignal: @escaping (Int32) -> Void, beforeExit: @escaping () -> Void = {}, interrupting: (() -> Bool)? = nil) {
         let queue = DispatchQueue(label: "moonwire.signals")
         var interrupts = 0
         sources = [SIGINT, SIGTERM].map { signo in
@@ -18,6 +19,7 @@ final class SignalTrap {
             let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
             source.setEventHandler {
                 if signo == SIGINT {
+                    if interrupting?() == true { return }
                     interrupts += 1
                     if interrupts > 1 {
                         beforeExit()

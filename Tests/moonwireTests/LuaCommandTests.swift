@@ -133,10 +133,10 @@ import Testing
         #expect(r.stdout.contains("got\t{ op = \"again\" }\n"), "\(r.stdout)")
     }
 
-    @Test func replThroughATerminal() throws {
+    @Test(arguments: ["tty_echo", "tty_interrupt"]) func replThroughATerminal(_ scenario: String) throws {
         let python = try EchoPeer.python()
         let r = try CommandRunner.run(
-            [CommandRunner.packageRoot.appendingPathComponent("Tests/moonwireTests/Interactive/lua_repl.py").path, CommandRunner.executable.path, "tty_echo"],
+            [CommandRunner.packageRoot.appendingPathComponent("Tests/moonwireTests/Interactive/lua_repl.py").path, CommandRunner.executable.path, scenario],
             tool: python
         )
         #expect(r.status == 0, "\(r.stdout.suffix(6000))\(r.stderr.suffix(2000))")

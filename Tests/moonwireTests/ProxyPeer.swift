@@ -28,7 +28,7 @@ final class ProxyPeer {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-proxy-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         logURL = directory.appendingPathComponent("proxy.log")
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         process = Process()
         switch kind {
         case .http(let auth, let onlyPort):

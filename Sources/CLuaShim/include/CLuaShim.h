@@ -86,7 +86,10 @@ int mw_guard_pending_signal(mw_guard *g);
 
 /* From any thread: raise a timeout in the running Lua code (`moonwire test`'s
  * watchdog, for code that never yields). */
-void mw_guard_interrupt(mw_guard *g);
+/* What an interruption raises in the Lua code running: the test runner's
+ * timeout, or lua.c's "interrupted!" for Ctrl-C at the REPL. */
+enum { MW_INTERRUPT_TIMEOUT = 1, MW_INTERRUPT_USER = 2 };
+void mw_guard_interrupt(mw_guard *g, int kind);
 void mw_guard_clear_interrupt(mw_guard *g);
 
 /* Macro wrappers. */

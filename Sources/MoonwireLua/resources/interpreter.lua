@@ -9,9 +9,9 @@
 --  * lua.c's order and words: LUA_INIT, then -e/-l/-W as given, then the
 --    script with its arguments, then the REPL; an error outside the REPL is
 --    reported as "lua: message" with its traceback, and ends with 1.
---  * Every chunk runs in this coroutine, the main chunk's, so it can wait
---    (c:receive, mw.sleep, c:wait_open) as a script's main chunk can; the
---    prompt comes back once it has ended. Messages and timers keep being
+--  * Every chunk can wait (c:receive, mw.sleep, c:wait_open) as a script's
+--    main chunk can; the prompt comes back once it has ended. A REPL chunk
+--    runs in a coroutine of its own, so that Ctrl-C can stop it. Messages and timers keep being
 --    handled while the prompt waits for a line.
 --  * The REPL reads as lua.c does: "=expr" and a bare expression print their
 --    values (here through mw.inspect), an incomplete chunk asks for more with
@@ -167,6 +167,54 @@ local function load_line()
   end
 end
 
+-- Each chunk runs in a coroutine of its own, so that Ctrl-C can stop it as
+-- lua.c does ("interrupted!", then the prompt). A chunk computing gets the
+-- error raised in its Lua code by the host; a chunk waiting (mw.sleep,
+-- c:receive) is left where it waits, abandoned as a timed-out test is: what
+-- would wake it later wakes nothing.
+local chunk -- { co =, results =, waiting = } while a chunk runs
+
+-- Where a waiting coroutine waits, as "stdin:3" (its first frame of the user's).
+local function waiting_at(co)
+  for level = 0, 50 do
+    local info = debug.getinfo(co, level, "Sl")
+    if not info then return nil end
+    if info.what ~= "C" and info.source:sub(1, 10) ~= "@moonwire/" then
+      return info.short_src .. ":" .. (info.currentline or 0)
+    end
+  end
+end
+
+host.on_interrupt(function()
+  local c = chunk
+  if not c or c.results or coroutine.status(c.co) ~= "suspended" then return end
+  host.abandon(c.co)
+  local at, callee = waiting_at(c.co), host.waiting_in(c.co)
+  local message = (at and (at .. ": ") or "") .. "interrupted!" .. (callee and (" (waiting in " .. callee .. ")") or "")
+  c.results = { false, message, n = 2 }
+  if c.waiting then resume(me) end
+end)
+
+local function run_chunk(fn)
+  local c = {}
+  c.co = coroutine.create(function()
+    local results = docall(fn)
+    if c.results then return end -- interrupted while it waited, and woken since
+    c.results = results
+    if c.waiting then resume(me) end
+  end)
+  chunk = c
+  host.chunk_running(true)
+  resume(c.co)
+  if not c.results then
+    c.waiting = true
+    coroutine.yield()
+  end
+  host.chunk_running(false)
+  chunk = nil
+  return c.results
+end
+
 local function repl()
   progname = nil
   while true do
@@ -175,7 +223,7 @@ local function repl()
     if not fn then
       report(err)
     else
-      local results = docall(fn)
+      local results = run_chunk(fn)
       if not results[1] then
         report(results[2])
       elseif results.n > 1 then

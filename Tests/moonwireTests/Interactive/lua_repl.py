@@ -117,6 +117,38 @@ def case_tty_echo():
     check(code == 1001, f"the connection closed with {code}, not 1001 (going away)")
 
 
+def case_tty_interrupt():
+    """Ctrl-C while a chunk waits or computes stops it with "interrupted!" and the prompt
+    comes back, the connection still open; Ctrl-C at the prompt exits 130."""
+    server = EchoServer()
+    c = spawn()
+    c.expect("> ")
+    c.sendline(f'c = mw.connect("{server.url}") c:wait_open(5)')
+    c.expect(PROMPT)
+    c.sendline('print("sleeping") mw.sleep(60) print("woke")')
+    c.expect("sleeping")
+    c.sendintr()
+    c.expect(re.escape("stdin:1: interrupted! (waiting in mw.sleep)"))
+    c.expect("> ")
+    c.sendline('print("spinning") while true do end')
+    c.expect("spinning")
+    c.sendintr()
+    c.expect(re.escape("stdin:1: interrupted!"))
+    c.expect("> ")
+    # The REPL and the connection go on.
+    c.sendline('c:on_message(function(_, m) print("got " .. m) end) c:send("still")')
+    c.expect("got still")
+    c.expect("> ")
+    c.sendline("=c:state()")
+    c.expect('"open"')
+    c.expect("> ")
+    c.sendintr()
+    c.expect(pexpect.EOF)
+    c.close()
+    check("woke" not in c.before, "the abandoned chunk woke up")
+    check(c.exitstatus == 130, f"exit status {c.exitstatus}, signal {c.signalstatus}")
+
+
 def main():
     name = sys.argv[2]
     try:
