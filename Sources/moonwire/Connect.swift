@@ -37,7 +37,7 @@ struct Connect: ParsableCommand {
     @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
     var heartbeat: Double = 0
 
-    @Option(help: ArgumentHelp("Answer pings: MATCH gets REPLY (Socket.IO: 2=3).", valueName: "match=reply"))
+    @Option(help: ArgumentHelp("Answer pings: MATCH=REPLY (Socket.IO: 2=3).", valueName: "rule"))
     var autoReply: [String] = []
 
     @Flag(help: "Reconnect with backoff when it is lost.")

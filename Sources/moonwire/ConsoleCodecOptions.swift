@@ -14,23 +14,28 @@ struct ConsoleCodecOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Each message is this Protocol Buffers type.", valueName: "name"))
     var type: String?
 
-    @Flag(help: "Binary messages are MessagePack.")
-    var msgpack = false
+    /// `--msgpack` and `--cbor`: one line of --help; more than one given is a usage error.
+    enum Pack: String, EnumerableFlag {
+        case msgpack, cbor
+    }
 
-    @Flag(help: "Binary messages are CBOR.")
-    var cbor = false
+    @Flag(help: "Binary messages are MessagePack or CBOR.")
+    var pack: [Pack] = []
+
+    var msgpack: Bool { pack.contains(.msgpack) }
+    var cbor: Bool { pack.contains(.cbor) }
 
     /// The flag given, for messages (nil without one).
     var flag: String? {
         if !proto.isEmpty { return "--proto" }
-        return msgpack ? "--msgpack" : cbor ? "--cbor" : nil
+        return pack.first.map { "--\($0.rawValue)" }
     }
 
     func validate() throws {
         if !proto.isEmpty && type == nil { throw ValidationError("--proto needs --type NAME, the message type of every message") }
         if proto.isEmpty && type != nil { throw ValidationError("--type needs --proto FILE, the .proto file that defines it") }
         if !protoPath.isEmpty && proto.isEmpty { throw ValidationError("--proto-path is for --proto FILE, where its imports are") }
-        let given = [("--proto", !proto.isEmpty), ("--msgpack", msgpack), ("--cbor", cbor)].filter { $0.1 }.map(\.0)
+        let given = (proto.isEmpty ? [] : ["--proto"]) + Set(pack).sorted { $0.rawValue > $1.rawValue }.map { "--\($0.rawValue)" }
         if given.count > 1 {
             throw ValidationError("\(given.joined(separator: " and ")) each say what binary messages are; give one of --proto FILE --type NAME, --msgpack or --cbor")
         }
