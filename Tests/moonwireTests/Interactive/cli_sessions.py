@@ -645,7 +645,7 @@ def formats_connect(fmt, bytes_call, special_shown, constructor, constructed):
         c.send(constructor)
         c.expect("x = ")
         got = server.value()
-        check(got == constructed, f"the server decoded {got!r}, not {constructed!r}")
+        check(got in constructed, f"the server decoded {got!r}, not {constructed[0]!r}")
         c.send('"bad"')
         line = c.expect("decode: ")
         check(line.strip().endswith(": " + server.bad.hex()), f"a message that does not decode: {line!r}")
@@ -665,9 +665,10 @@ def case_formats_connect():
     import cbor2
     import msgpack
     formats_connect("msgpack", "bin", 'ext(5, "ab")', '{ key = bin("\\0\\1"), t = ext(7, "z"), n = null }',
-                    {"key": b"\x00\x01", "t": msgpack.ExtType(7, b"z"), "n": None})
+                    [{"key": b"\x00\x01", "t": msgpack.ExtType(7, b"z"), "n": None}])
     formats_connect("cbor", "bytes", "tagged(4000, 7)", "{ key = bytes(\"\\0\\1\"), t = tagged(4001, { 1, 2.5 }) }",
-                    {"key": b"\x00\x01", "t": cbor2.CBORTag(4001, [1, 2.5])})
+                    # cbor2 reads an array inside a tag as a tuple (it may be a map key)
+                    [{"key": b"\x00\x01", "t": cbor2.CBORTag(4001, v)} for v in ((1, 2.5), [1, 2.5])])
     for args, words in [
         (["--msgpack", "--cbor"], "--msgpack and --cbor each say what binary messages are"),
         (["--proto", "examples/chat.proto", "--type", "chat.Envelope", "--cbor"], "--proto and --cbor each say"),
@@ -711,7 +712,7 @@ def case_formats_replay():
     msgpack-python wrote them); replay FILE shows them as hex, --msgpack decoded,
     --cbor as a decode error with the bytes, and the example server talked to."""
     import msgpack
-    recording = formats_connect("msgpack", "bin", 'ext(5, "ab")', "{ n = 1 }", {"n": 1})
+    recording = formats_connect("msgpack", "bin", 'ext(5, "ab")', "{ n = 1 }", [{"n": 1}])
     import base64
     with open(recording) as f:
         events = [json.loads(line) for line in f][1:]
