@@ -46,7 +46,7 @@ import Testing
             """)
         let r = try CommandRunner.run("run", "--summary", "--threshold", "errors:count == 6", path)
         #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
-        let lines = r.stdout.split(separator: "\n").map(String.init)
+        let lines = r.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         for expected in [
             "msgpack\tnil\tdecode: value: 1 bytes after the MessagePack value (byte 1)",
             "cbor\tnil\tdecode: value: 1 bytes after the CBOR value (byte 1)",
