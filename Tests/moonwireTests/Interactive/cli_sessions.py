@@ -669,6 +669,22 @@ def case_formats_connect():
     formats_connect("cbor", "bytes", "tagged(4000, 7)", "{ key = bytes(\"\\0\\1\"), t = tagged(4001, { 1, 2.5 }) }",
                     # cbor2 reads an array inside a tag as a tuple (it may be a map key)
                     [{"key": b"\x00\x01", "t": cbor2.CBORTag(4001, v)} for v in ((1, 2.5), [1, 2.5])])
+    # At a terminal: what goes out and what comes in decoded after their markers; a message
+    # that does not decode in red words and as a hexdump; Ctrl-D closes with 1000.
+    server = FormatServer("msgpack")
+    c = spawn("connect", "--msgpack", server.url)
+    c.expect("connected to")
+    c.sendline('{"id":1}')
+    c.expect(SENT + ESC("{ id = 1 }"))
+    c.expect(RECEIVED + ESC("{"))
+    c.expect(ESC("got = { id = 1 },"))
+    c.sendline('"bad"')
+    c.expect(RECEIVED + ESC("\x1b[31mdecode: value: 0xc1 is not a MessagePack type (byte 0)\x1b[0m"))
+    c.expect(ESC("00000000  c1"))
+    c.sendcontrol("d")
+    status = ended(c)
+    check(status == 0, f"exit status after Ctrl-D: {status}")
+
     for args, words in [
         (["--msgpack", "--cbor"], "--msgpack and --cbor each say what binary messages are"),
         (["--proto", "examples/chat.proto", "--type", "chat.Envelope", "--cbor"], "--proto and --cbor each say"),
