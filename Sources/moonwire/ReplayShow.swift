@@ -13,7 +13,7 @@ struct ReplayShow {
 
     /// Prints each event of `path`; a bad line is a RecordingError (printed lines stay).
     func run(path: String, write: (String) -> Void) throws(RecordingError) {
-        let header = try RecordingReader.forEachLine(path: path) { (line: Int, object: [String: Any]) throws(RecordingError) in
+        _ = try RecordingReader.forEachLine(path: path) { (line: Int, object: [String: Any]) throws(RecordingError) in
             func fail(_ message: String) -> RecordingError { RecordingError(file: path, line: line, message: message) }
             guard let time = (object["t"] as? NSNumber)?.doubleValue else { throw fail("an event needs \"t\", its time in seconds") }
             guard let c = object["c"] as? Int else { throw fail("an event needs \"c\", its connection number") }
@@ -27,7 +27,6 @@ struct ReplayShow {
                 write(head + Self.describe(event, object))
             }
         }
-        _ = header
     }
 
     /// A message as text: decoded with the codec when binary, as hex when binary and no

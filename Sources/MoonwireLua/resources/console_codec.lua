@@ -93,7 +93,8 @@ return function(format, files, import_paths, type_name)
   local function encode(line)
     local value, not_json = json.decode(line)
     if not_json ~= nil or (codec.tables_only and type(value) ~= "table") then
-      local chunk = load("return " .. line, "=line", "t", codec.env)
+      -- A fresh environment each line: a line cannot change what the next one sees.
+      local chunk = load("return " .. line, "=line", "t", setmetatable({}, { __index = codec.env }))
       local good, v = false, nil
       if chunk then good, v = pcall(chunk) end
       if not good or v == nil or (codec.tables_only and type(v) ~= "table") then
