@@ -106,7 +106,7 @@ let package = Package(
                 .embedInCode("resources/interpreter.lua"),
                 .embedInCode("resources/json.lua"),
                 .embedInCode("resources/protobuf.lua"),
-                .embedInCode("resources/protobuf_console.lua"),
+                .embedInCode("resources/console_codec.lua"),
                 .embedInCode("resources/inspect.lua"),
                 .embedInCode("resources/replay_test_helpers.lua"),
                 .embedInCode("resources/listen_handlers.lua"),

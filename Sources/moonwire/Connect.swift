@@ -37,7 +37,7 @@ struct Connect: ParsableCommand {
     @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
     var heartbeat: Double = 0
 
-    @Option(help: ArgumentHelp("Answer pings: MATCH gets REPLY (Socket.IO: 2=3).", valueName: "match=reply"))
+    @Option(help: ArgumentHelp("Answer pings: MATCH=REPLY (Socket.IO: 2=3).", valueName: "rule"))
     var autoReply: [String] = []
 
     @Flag(help: "Reconnect with backoff when it is lost.")
@@ -67,7 +67,7 @@ struct Connect: ParsableCommand {
     func validate() throws {
         if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
         _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
-        try session.validateProtobuf()
+        try session.validateCodec()
     }
 
     /// Where to connect and how, from the flags; also the largest message.
@@ -137,7 +137,7 @@ struct Connect: ParsableCommand {
         let (target, configuration, maxBytes) = try makeConfiguration()
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
-        printer.protobuf = try session.makeProtobuf()
+        printer.codec = try session.codec.make()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)

@@ -75,7 +75,7 @@ struct ConnectProtocol {
         let session = connect.session
         for (flag, used) in [
             ("--framing", connect.framing != nil), ("--binary", session.hexInput), ("--heartbeat", connect.heartbeat > 0),
-            ("--record", connect.recording.record != nil),
+            ("--record", connect.recording.record != nil), (session.codec.flag ?? "", session.codec.flag != nil),
         ] where used {
             throw ValidationError("\(flag) is for plain connect; with --protocol the module frames and pings itself")
         }

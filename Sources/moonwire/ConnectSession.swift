@@ -77,8 +77,8 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
         }
         switch SessionInput(line) {
         case .message(let text):
-            if let protobuf = printer.protobuf {
-                switch protobuf.encode(text) {
+            if let codec = printer.codec {
+                switch codec.encode(text) {
                 case .success(let bytes): send(bytes, binary: true)
                 case .failure(let error): printer.complaint("not sent: \(error)")
                 }

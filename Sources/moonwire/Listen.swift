@@ -85,7 +85,7 @@ struct Listen: ParsableCommand {
     }
 
     func validate() throws {
-        try session.validateProtobuf()
+        try session.validateCodec()
     }
 
     func run() throws {
@@ -93,7 +93,7 @@ struct Listen: ParsableCommand {
         if let script { try ScriptFile.checkReadable(script) }
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: target.kind == .tcp)
-        printer.protobuf = try session.makeProtobuf()
+        printer.codec = try session.codec.make()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let server = ListenSession(

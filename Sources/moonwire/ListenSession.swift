@@ -150,10 +150,11 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         Ctrl-D (at a terminal) or Ctrl-C closes every peer and exits.
         """
 
-    /// The line as bytes to send: hex with --binary, a message encoded with --proto.
+    /// The line as bytes to send: hex with --binary, a message encoded with --proto,
+    /// --msgpack or --cbor.
     private func payload(_ text: String) -> ([UInt8], Bool)? {
-        if let protobuf = printer.protobuf {
-            switch protobuf.encode(text) {
+        if let codec = printer.codec {
+            switch codec.encode(text) {
             case .success(let bytes): return (bytes, true)
             case .failure(let error):
                 printer.complaint("not sent: \(error)")

@@ -30,8 +30,10 @@ struct RecordOptions: ParsableArguments {
 
 struct Replay: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Replay a recorded session: as a mock server, as a client, or as a generated test.",
+        abstract: "Show or replay a recorded session: as a mock server, as a client, or as a generated test.",
         discussion: """
+            --show                 print the recorded events (the default): binary messages \
+            decoded with --msgpack, --cbor or --proto F --type T, else as hex
             --serve URL            play the recorded server's side to each client
             --client [URL]         play the client's side (default: the recorded URL)
             --generate-test -o F   write a test file for 'moonwire test'
@@ -64,6 +66,9 @@ struct Replay: ParsableCommand {
     @Flag(help: "Play the recorded client's side against a server.")
     var client = false
 
+    @Flag(help: "Print the recorded events, one a line (the default without --serve, --client or --generate-test).")
+    var show = false
+
     @Flag(help: "Write a test file for 'moonwire test' (with -o).")
     var generateTest = false
 
@@ -94,9 +99,15 @@ struct Replay: ParsableCommand {
     @Flag(help: "With --from-har: keep Authorization, Cookie and token-like headers.")
     var recordSecrets = false
 
+    @OptionGroup(title: "Binary messages (with --show)") var codec: ConsoleCodecOptions
+
     func validate() throws {
-        let modes = [serve != nil, client, generateTest, fromHAR != nil].filter { $0 }.count
-        guard modes == 1 else { throw ValidationError("give one of --serve URL, --client, --generate-test or --from-har FILE") }
+        let modes = [show, serve != nil, client, generateTest, fromHAR != nil].filter { $0 }.count
+        guard modes <= 1 else { throw ValidationError("give one of --show, --serve URL, --client, --generate-test or --from-har FILE") }
+        try codec.validate()
+        if let flag = codec.flag, !showing {
+            throw ValidationError("\(flag) is for showing the recording (--show); replaying sends the recorded bytes as they are")
+        }
         if fromHAR != nil {
             guard file == nil else { throw ValidationError("--from-har takes the HAR file: moonwire replay --from-har FILE.har -o FILE.jsonl") }
         } else if file == nil {
@@ -115,6 +126,9 @@ struct Replay: ParsableCommand {
         }
     }
 
+    /// `--show`, or no mode at all.
+    var showing: Bool { show || (serve == nil && !client && !generateTest && fromHAR == nil) }
+
     /// `--ignore a,b --ignore c`: each path once.
     var ignorePaths: [String] {
         ignore.flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
@@ -129,6 +143,11 @@ struct Replay: ParsableCommand {
             if let har = fromHAR {
                 let (connections, messages) = try HARImport.convert(har: har, to: output!, toolVersion: ScriptRuntime.version, recordSecrets: recordSecrets)
                 print("\(output!): \(connections) connection\(connections == 1 ? "" : "s"), \(messages) messages")
+                return
+            }
+            if showing {
+                let show = ReplayShow(codec: try codec.make(), connection: connection)
+                try show.run(path: file!) { print($0) }
                 return
             }
             let conversation = try RecordingReader.conversation(path: file!, connection: connection)

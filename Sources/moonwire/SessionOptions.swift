@@ -26,30 +26,12 @@ struct SessionOptions: ParsableArguments {
     @Flag(help: "Every event as a line of JSON.")
     var jsonl = false
 
-    @Option(help: ArgumentHelp("A .proto file for --type (repeatable).", valueName: "file"))
-    var proto: [String] = []
+    @OptionGroup var codec: ConsoleCodecOptions
 
-    // Hidden from --help to keep it one screen; docs/cli.md has it.
-    @Option(help: ArgumentHelp("Where the .proto files' imports are (repeatable).", valueName: "dir", visibility: .hidden))
-    var protoPath: [String] = []
-
-    @Option(help: ArgumentHelp("Each message is this Protocol Buffers type.", valueName: "name"))
-    var type: String?
-
-    func validateProtobuf() throws {
-        if !proto.isEmpty && type == nil { throw ValidationError("--proto needs --type NAME, the message type of every message") }
-        if proto.isEmpty && type != nil { throw ValidationError("--type needs --proto FILE, the .proto file that defines it") }
-        if !proto.isEmpty && hexInput { throw ValidationError("--binary and --proto both say how lines are sent; give one") }
-    }
-
-    /// --proto and --type: binary messages shown decoded, lines encoded (nil without them).
-    func makeProtobuf() throws -> ProtobufConsole? {
-        guard let type, !proto.isEmpty else { return nil }
-        do {
-            return try ProtobufConsole(files: proto, importPaths: protoPath, type: type)
-        } catch {
-            throw ValidationError("--proto: \(error)")
-        }
+    /// The codec flags, and not with --binary.
+    func validateCodec() throws {
+        try codec.validate()
+        if let flag = codec.flag, hexInput { throw ValidationError("--binary and \(flag) both say how lines are sent; give one") }
     }
 
     /// Line editor and prompt: stdin and stdout are terminals, and no machine output was asked for.

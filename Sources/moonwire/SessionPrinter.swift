@@ -17,8 +17,8 @@ final class SessionPrinter: @unchecked Sendable {
     private let colors: Bool
     /// TCP messages carry no kind: ones that look like text are shown as text.
     private let kindless: Bool
-    /// `connect --proto`: binary messages shown decoded.
-    var protobuf: ProtobufConsole?
+    /// `--proto`, `--msgpack`, `--cbor`: binary messages shown decoded.
+    var codec: ConsoleCodec?
 
     init(console: Console, options: SessionOptions, kindless: Bool) {
         self.console = console
@@ -30,7 +30,8 @@ final class SessionPrinter: @unchecked Sendable {
     /// A message sent or received; `peer` names the peer of a `listen` session (`1`, `all`).
     /// `kind` names a decoded packet for `--jsonl` (`connect --protocol`: "publish", "event").
     func message(_ bytes: [UInt8], binary: Bool, direction: Direction, peer: String? = nil, kind: String? = nil) {
-        let decoded = protobuf.map { $0.text(of: bytes) }
+        // A text frame stays text: only binary messages (and TCP's, which carry no kind) are decoded.
+        let decoded = binary ? codec.map { $0.text(of: bytes) } : nil
         let binary = binary && !(kindless && decoded == nil && MessageText.looksLikeText(bytes))
         if options.jsonl {
             var fields = [("kind", LogLine.jsonString(kind ?? (binary ? "binary" : "text"))), ("data", jsonData(bytes, binary: binary))]

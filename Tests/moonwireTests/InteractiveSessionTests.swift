@@ -13,6 +13,7 @@ import Testing
         "tty_session", "tty_close_no_color", "tty_second_interrupt", "pipe_session", "exit_codes",
         "tcp_line", "listen_relay", "listen_pipes", "listen_script",
         "tty_reconnect", "tls", "tty_listen_end_of_input", "tty_protocol_mqtt",
+        "formats_connect", "formats_listen", "formats_replay",
     ])
     func session(_ name: String) throws {
         let python = try EchoPeer.python()

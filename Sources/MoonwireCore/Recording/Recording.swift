@@ -120,24 +120,11 @@ public enum RecordingReader {
             connections.insert(c)
             switch event {
             case "message":
-                guard let dir = object["dir"] as? String, dir == "in" || dir == "out" else { throw fail("a message needs \"dir\": \"in\" or \"out\"") }
-                guard let kindName = object["kind"] as? String, kindName == "text" || kindName == "binary" else { throw fail("a message needs \"kind\": \"text\" or \"binary\"") }
-                guard let text = object["data"] as? String else { throw fail("a message needs \"data\", a string") }
-                let base64 = kindName == "binary" || (object["encoding"] as? String) == "base64"
-                let data: [UInt8]
-                if base64 {
-                    do {
-                        data = try BinaryText.unbase64(text.utf8)
-                    } catch {
-                        throw fail("\"data\" is not valid base64 (binary messages are base64)")
-                    }
-                } else {
-                    data = Array(text.utf8)
-                }
+                let message = try Self.message(object, time: time, fail: fail)
                 if chosen == nil { chosen = c }
                 guard c == chosen, !ended else { return }
                 if openTime == nil { openTime = time }
-                messages.append(RecordedMessage(time: time, outgoing: dir == "out", kind: kindName == "text" ? .text : .binary, data: data))
+                messages.append(message)
             case "open":
                 guard chosen == nil || c == chosen, messages.isEmpty, !ended else { return }
                 openTime = time
@@ -162,6 +149,26 @@ public enum RecordingReader {
             header: header, connection: chosen, url: url ?? header.url, subprotocol: subprotocol, openTime: openTime ?? 0,
             exchanges: exchanges(messages), serverClose: serverClose.map { (time: $0.0, code: $0.1, reason: $0.2) }
         )
+    }
+
+    /// A `"event":"message"` line's message (its `data` base64-decoded when binary);
+    /// `fail` makes the error for what is missing or wrong.
+    public static func message(_ object: [String: Any], time: Double, fail: (String) -> RecordingError) throws(RecordingError) -> RecordedMessage {
+        guard let dir = object["dir"] as? String, dir == "in" || dir == "out" else { throw fail("a message needs \"dir\": \"in\" or \"out\"") }
+        guard let kindName = object["kind"] as? String, kindName == "text" || kindName == "binary" else { throw fail("a message needs \"kind\": \"text\" or \"binary\"") }
+        guard let text = object["data"] as? String else { throw fail("a message needs \"data\", a string") }
+        let base64 = kindName == "binary" || (object["encoding"] as? String) == "base64"
+        let data: [UInt8]
+        if base64 {
+            do {
+                data = try BinaryText.unbase64(text.utf8)
+            } catch {
+                throw fail("\"data\" is not valid base64 (binary messages are base64)")
+            }
+        } else {
+            data = Array(text.utf8)
+        }
+        return RecordedMessage(time: time, outgoing: dir == "out", kind: kindName == "text" ? .text : .binary, data: data)
     }
 
     static func exchanges(_ messages: [RecordedMessage]) -> [RecordedExchange] {

@@ -532,6 +532,245 @@ def case_tty_protocol_mqtt():
         check(r.returncode == 2 and "not one moonwire speaks" in r.stderr, f"--protocol smtp: {r.returncode} {r.stderr!r}")
 
 
+
+class Piped:
+    """`moonwire ARGS` with pipes, stdin kept open; its stdout and stderr read line by line
+    in threads, so that a case waits for a line instead of for the end."""
+
+    def __init__(self, *args):
+        self.process = subprocess.Popen([MOONWIRE, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env())
+        self.lines = {"out": queue.Queue(), "err": queue.Queue()}
+        self.seen = {"out": "", "err": ""}
+        for name, stream in (("out", self.process.stdout), ("err", self.process.stderr)):
+            threading.Thread(target=self._read, args=(stream, self.lines[name]), daemon=True).start()
+
+    @staticmethod
+    def _read(stream, lines):
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    def send(self, line):
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def expect(self, text, stream="out"):
+        """Reads `stream` up to a line that contains `text`; returns what was read."""
+        read = ""
+        while True:
+            try:
+                line = self.lines[stream].get(timeout=DEADLINE)
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} on std{stream} in {DEADLINE} s; read {read!r}")
+            if line is None:
+                raise AssertionError(f"std{stream} ended before {text!r}; read {read!r}")
+            read += line
+            self.seen[stream] += line
+            if text in line:
+                return read
+
+    def finish(self):
+        """Closes stdin; the exit status once the process has ended."""
+        self.process.stdin.close()
+        return self.process.wait(timeout=DEADLINE)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+class FormatServer:
+    """websockets answering MessagePack or CBOR (Python's msgpack, cbor2): each binary message
+    decoded and put on `values`, then answered with a message of every kind of value around
+    it (64-bit extremes, bytes, an ext type or a tag, an empty array); "bad" gets bytes that
+    do not decode, "text please" a text frame."""
+
+    def __init__(self, fmt):
+        import cbor2
+        import msgpack
+        self.values = queue.Queue()
+        if fmt == "msgpack":
+            loads, dumps, special, self.bad = msgpack.unpackb, msgpack.packb, msgpack.ExtType(5, b"ab"), b"\xc1"
+        else:
+            loads, dumps, special, self.bad = cbor2.loads, cbor2.dumps, cbor2.CBORTag(4000, 7), b"\xff"
+        ready = threading.Event()
+
+        async def handler(ws):
+            async for message in ws:
+                if isinstance(message, str):
+                    await ws.send("text: " + message)
+                    continue
+                value = loads(message)
+                self.values.put(value)
+                if value == "bad":
+                    await ws.send(self.bad)
+                elif value == "text please":
+                    await ws.send("plain text")
+                else:
+                    await ws.send(dumps({"got": value, "big": 2**63 - 1, "neg": -2**63, "raw": b"\x00\xff",
+                                         "x": special, "empty": []}))
+
+        async def main():
+            async with serve(handler, "127.0.0.1", 0) as server:
+                self.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+                ready.set()
+                await asyncio.Future()
+
+        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+        assert ready.wait(DEADLINE), "the websockets server did not start"
+
+    def value(self):
+        return self.values.get(timeout=DEADLINE)
+
+
+def formats_connect(fmt, bytes_call, special_shown, constructor, constructed):
+    """connect --FMT against FormatServer: lines (JSON, exact; a Lua constructor) encoded,
+    replies shown decoded, a reply that does not decode shown in words with its hex, the
+    session going on; returns the recording made with --record."""
+    server = FormatServer(fmt)
+    recording = os.path.join(HOME, f"{fmt}.jsonl")
+    with Piped("connect", f"--{fmt}", "--record", recording, server.url) as c:
+        c.send('{"op":"hi","id":9007199254740993,"list":[]}')
+        shown = c.expect("x = ")
+        shown += c.expect("}")
+        for part in ["big = 9223372036854775807", "neg = -9223372036854775808", f'raw = {bytes_call}("\\x00\\xff")',
+                     f"x = {special_shown}", "empty = array()", 'got = { id = 9007199254740993, list = array(), op = "hi" }']:
+            check(part in shown, f"{part!r} not in what connect --{fmt} showed: {shown!r}")
+        got = server.value()
+        check(got == {"op": "hi", "id": 9007199254740993, "list": []}, f"the server decoded {got!r}")
+        c.send(constructor)
+        c.expect("x = ")
+        got = server.value()
+        check(got in constructed, f"the server decoded {got!r}, not {constructed[0]!r}")
+        c.send('"bad"')
+        line = c.expect("decode: ")
+        check(line.strip().endswith(": " + server.bad.hex()), f"a message that does not decode: {line!r}")
+        c.send("not json (")
+        err = c.expect("not sent: ", stream="err")
+        name = "MessagePack" if fmt == "msgpack" else "CBOR"
+        check(f"{name}: a JSON value or a Lua value expected" in err, f"stderr {err!r}")
+        c.send('"text please"')
+        check(c.expect("plain text") == "plain text\n", "a text frame is shown as text")
+        code = c.finish()
+        check(code == 0, f"exit {code}: {c.process.stderr.read()!r}")
+    return recording
+
+
+def case_formats_connect():
+    """connect --msgpack and --cbor against Python's msgpack and cbor2; the usage errors."""
+    import cbor2
+    import msgpack
+    formats_connect("msgpack", "bin", 'ext(5, "ab")', '{ key = bin("\\0\\1"), t = ext(7, "z"), n = null }',
+                    [{"key": b"\x00\x01", "t": msgpack.ExtType(7, b"z"), "n": None}])
+    formats_connect("cbor", "bytes", "tagged(4000, 7)", "{ key = bytes(\"\\0\\1\"), t = tagged(4001, { 1, 2.5 }) }",
+                    # cbor2 reads an array inside a tag as a tuple (it may be a map key)
+                    [{"key": b"\x00\x01", "t": cbor2.CBORTag(4001, v)} for v in ((1, 2.5), [1, 2.5])])
+    # At a terminal: what goes out and what comes in decoded after their markers; a message
+    # that does not decode in red words and as a hexdump; Ctrl-D closes with 1000.
+    server = FormatServer("msgpack")
+    c = spawn("connect", "--msgpack", server.url)
+    c.expect("connected to")
+    c.sendline('{"id":1}')
+    c.expect(SENT + ESC("{ id = 1 }"))
+    c.expect(RECEIVED + ESC("{"))
+    c.expect(ESC("got = { id = 1 },"))
+    c.sendline('"bad"')
+    c.expect(RECEIVED + ESC("\x1b[31mdecode: value: 0xc1 is not a MessagePack type (byte 0)\x1b[0m"))
+    c.expect(ESC("00000000  c1"))
+    c.sendcontrol("d")
+    status = ended(c)
+    check(status == 0, f"exit status after Ctrl-D: {status}")
+
+    for args, words in [
+        (["--msgpack", "--cbor"], "--msgpack and --cbor each say what binary messages are"),
+        (["--proto", "examples/chat.proto", "--type", "chat.Envelope", "--cbor"], "--proto and --cbor each say"),
+        (["--binary", "--msgpack"], "--binary and --msgpack both say how lines are sent"),
+    ]:
+        for command in ("connect", "listen"):
+            r = run(command, *args, "ws://127.0.0.1:1/")
+            check(r.returncode == 2 and words in r.stderr, f"{command} {args}: exit {r.returncode}, {r.stderr!r}")
+
+
+def case_formats_listen():
+    """listen --cbor and --msgpack: a Python client's messages (cbor2, msgpack) shown decoded,
+    a line typed at the listener encoded and sent binary; a message that does not decode
+    shown in words and hex, and the server goes on."""
+    import cbor2
+    import msgpack
+    from websockets.sync.client import connect as ws_connect
+    for fmt, dumps, loads, bad in [("cbor", cbor2.dumps, cbor2.loads, b"\xff"), ("msgpack", msgpack.packb, msgpack.unpackb, b"\xc1")]:
+        with Piped("listen", f"--{fmt}", "0") as listener:
+            url = re.search(r"listening on (\S+)", listener.expect("listening on", stream="err")).group(1)
+            with ws_connect(url) as ws:
+                listener.expect("connected", stream="err")
+                ws.send(dumps({"id": -2**63, "blob": b"\x01\x02"}))
+                bytes_call = "bytes" if fmt == "cbor" else "bin"
+                line = listener.expect("id = ")
+                check(f'{{ blob = {bytes_call}("\\x01\\x02"), id = -9223372036854775808 }}' in line, f"listen --{fmt} showed {line!r}")
+                ws.send(bad)
+                line = listener.expect("decode: ")
+                check(line.strip().endswith(bad.hex()), f"a message that does not decode: {line!r}")
+                listener.send("nope (")
+                listener.expect("not sent: ", stream="err")
+                listener.send('{"n":9223372036854775807,"s":"x"}')
+                reply = ws.recv(timeout=DEADLINE)
+                check(isinstance(reply, bytes) and loads(reply) == {"n": 2**63 - 1, "s": "x"}, f"the client got {reply!r}")
+            listener.process.send_signal(signal.SIGINT)
+            check(listener.process.wait(timeout=DEADLINE) == 130, "listen did not exit 130 after Ctrl-C")
+
+
+def case_formats_replay():
+    """A connect --msgpack --record session: the recording keeps the bytes (base64, as
+    msgpack-python wrote them); replay FILE shows them as hex, --msgpack decoded,
+    --cbor as a decode error with the bytes, and the example server talked to."""
+    import msgpack
+    recording = formats_connect("msgpack", "bin", 'ext(5, "ab")', "{ n = 1 }", [{"n": 1}])
+    import base64
+    with open(recording) as f:
+        events = [json.loads(line) for line in f][1:]
+    incoming = [base64.b64decode(e["data"]) for e in events if e.get("event") == "message" and e["dir"] == "in" and e["kind"] == "binary"]
+    check(msgpack.unpackb(incoming[0])["got"]["id"] == 9007199254740993, f"recorded {incoming[0]!r}")
+    check(incoming[2] == b"\xc1", f"the bytes that did not decode were recorded as {incoming[2]!r}")
+
+    r = run("replay", recording, "--msgpack")
+    check(r.returncode == 0, f"replay --msgpack: exit {r.returncode}: {r.stderr!r}")
+    check(re.search(r"^\d+\.\d{4} \[1\] open ws://", r.stdout, re.M), f"no open line: {r.stdout!r}")
+    check(re.search(r'^\d+\.\d{4} \[1\] > \{ id = 9007199254740993, list = array\(\), op = "hi" \}$', r.stdout, re.M), f"sent: {r.stdout!r}")
+    check('  raw = bin("\\x00\\xff"),' in r.stdout, f"received: {r.stdout!r}")
+    check(re.search(r"\[1\] < decode: value: 0xc1 is not a MessagePack type \(byte 0\); 1 bytes: c1$", r.stdout, re.M), f"bad: {r.stdout!r}")
+    check(re.search(r"\[1\] < plain text$", r.stdout, re.M) and re.search(r"\[1\] closed 1000 .*by local$", r.stdout, re.M), f"text, close: {r.stdout!r}")
+
+    r = run("replay", recording)
+    check(r.returncode == 0 and re.search(r"\[1\] < binary, 1 bytes: c1$", r.stdout, re.M), f"replay without a codec: {r.stdout!r} {r.stderr!r}")
+    r = run("replay", recording, "--show", "--cbor")
+    check(r.returncode == 0 and "< decode: " in r.stdout, f"replay --cbor of MessagePack: {r.stdout!r}")
+    r = run("replay", recording, "--client", "--msgpack")
+    check(r.returncode == 2 and "--msgpack is for showing the recording" in r.stderr, f"replay --client --msgpack: {r.returncode} {r.stderr!r}")
+
+    # The example server (codec = "cbor") and connect --cbor.
+    server = subprocess.Popen([MOONWIRE, "run", "examples/formats_server.lua", "cbor", "ws://127.0.0.1:0/"],
+                              stdout=subprocess.PIPE, text=True, env=env())
+    try:
+        url = server.stdout.readline().strip()
+        with Piped("connect", "--cbor", url) as c:
+            c.send('{"op":"quote","symbol":"BTC"}')
+            shown = c.expect("symbol = ")
+            shown += c.expect("}")
+            for part in ["at = tagged(1, 1700000000)", "fills = array()", "id = 9223372036854775807",
+                         "px = 91234.5", 'sig = bytes("\\x00\\x01\\xfe\\xff")', 'symbol = "BTC"']:
+                check(part in shown, f"{part!r} not in {shown!r}")
+            c.send('[1, "two"]')
+            check('{ echo = { 1, "two" } }' in c.expect("echo"), "the echo")
+            check(c.finish() == 0, "connect --cbor did not exit 0")
+    finally:
+        server.kill()
+        server.wait()
+
+
 def main():
     name = sys.argv[2]
     try:
