@@ -21,15 +21,18 @@ struct LoopbackTuningTests {
         }
     }
 
-    @Test("both ends of a loopback connection get the smaller send buffer")
+    @Test("both ends of a loopback connection get the smaller send buffer and TCP_NODELAY")
     func bothEnds() async throws {
-        final class Held: @unchecked Sendable { var peerSendBuffer: Int? }
+        final class Held: @unchecked Sendable { var peerSendBuffer: Int?; var peerNoDelay: Int? }
         let held = Held()
         let server = try await TestServer.start("ws://127.0.0.1:0", echo: true)
         try await server.onLoop {
             server.onConnect = { (peer: ServerPeer) -> Void in
                 let size: SocketOptionValue? = try? peer.channel.syncOptions?.getOption(ChannelOptions.socketOption(.so_sndbuf))
                 held.peerSendBuffer = size
+                // The server sets both on its listening socket; an accepted socket inherits them.
+                let noDelay: SocketOptionValue? = try? peer.channel.syncOptions?.getOption(ChannelOptions.tcpOption(.tcp_nodelay))
+                held.peerNoDelay = noDelay
             }
         }
         let events = try await TestClient.run(
@@ -47,12 +50,15 @@ struct LoopbackTuningTests {
                 adopt: { _ in }, configure: { _ in }
             )
         }.get()
-        let clientSendBuffer: SocketOptionValue = try await loop.submit {
-            try channel.syncOptions!.getOption(ChannelOptions.socketOption(.so_sndbuf))
+        let (clientSendBuffer, clientNoDelay): (SocketOptionValue, SocketOptionValue) = try await loop.submit {
+            let options = channel.syncOptions!
+            return (try options.getOption(ChannelOptions.socketOption(.so_sndbuf)), try options.getOption(ChannelOptions.tcpOption(.tcp_nodelay)))
         }.get()
         try await channel.close()
         try await server.stop()
 
+        #expect(held.peerNoDelay != nil && held.peerNoDelay != 0)
+        #expect(clientNoDelay != 0)
         if let tuned = Self.tuned {
             #expect(held.peerSendBuffer == tuned)
             #expect(clientSendBuffer == tuned)

@@ -59,7 +59,19 @@ enum ClientDialer {
                 }
             }
         guard let proxy else {
-            return bootstrap.connect(host: host, port: port).map { channel in
+            let connected: EventLoopFuture<Channel>
+            if let address = try? SocketAddress(ipAddress: host, port: port) {
+                // An IP address needs no resolver, nor Happy Eyeballs' race (one address, its
+                // timers and state per dial): a reconnect storm dials thousands at once. A
+                // failure reads as it would through them, "connection refused (127.0.0.1:9000)".
+                connected = bootstrap.connect(to: address).flatMapErrorThrowing { error in
+                    if case ChannelError.connectTimeout = error { throw error }
+                    throw ConnectionError(step: .connect, message: "\(DialError.describe(error)) (\(DialError.describe(address)))")
+                }
+            } else {
+                connected = bootstrap.connect(host: host, port: port)
+            }
+            return connected.map { channel in
                 ChannelTuning.tuneLoopback(channel)
                 return channel
             }

@@ -37,8 +37,8 @@ final class DialTimer {
     private var connected: NIODeadline?
     private var secured: NIODeadline?
 
-    /// A new dial begins. An IP address is not resolved: its `dns` is zero, and the
-    /// bootstrap's own hop through its resolver counts as connecting.
+    /// A new dial begins. An IP address is not resolved (``ClientDialer`` connects to it
+    /// directly): its `dns` is zero.
     func start(hostIsIPAddress: Bool) {
         dial += 1
         started = .now()

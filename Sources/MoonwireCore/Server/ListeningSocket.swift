@@ -13,8 +13,10 @@ enum ListeningSocket {
     /// `backlog`: the accept queue's length; nil asks for the system's maximum, so that a
     /// storm of clients reconnecting at once waits in the queue instead of being turned away.
     /// NIO calls `listen` again when it adopts the socket, with a backlog of 128 whatever
-    /// its option says: call ``restoreBacklog(_:_:)`` once it has.
-    static func open(host: String, port: Int, backlog: Int32? = nil) throws(ServerListenError) -> (handle: NIOBSDSocket.Handle, port: Int, backlog: Int32) {
+    /// its option says: call ``restoreBacklog(_:_:)`` once it has. The socket has
+    /// `TCP_NODELAY`, and on a loopback address the loopback send buffer
+    /// (`tunesLoopback`), both of which the sockets it accepts inherit.
+    static func open(host: String, port: Int, backlog: Int32? = nil) throws(ServerListenError) -> (handle: NIOBSDSocket.Handle, port: Int, backlog: Int32, tunesLoopback: Bool) {
         let backlog = backlog ?? systemMaximumBacklog
         let where_ = HostPort.format(host: host, port: port)
         let address: SocketAddress
@@ -32,13 +34,25 @@ enum ListeningSocket {
         guard fd >= 0 else { throw ServerListenError("\(Self.lastError()) (\(where_))") }
         var one: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // An accepted socket starts with its listening socket's settings: set here once,
+        // they cost no system call per connection (a reconnect storm accepts thousands).
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        let tunesLoopback = Self.setLoopbackSendBuffer(fd, address)
         let bound = address.withSockAddr { pointer, size in bind(fd, pointer, socklen_t(size)) }
         guard bound == 0, listen(fd, backlog) == 0 else {
             let error = Self.lastError()
             close(fd)
             throw ServerListenError("\(error) (\(where_))")
         }
-        return (fd, Self.boundPort(fd) ?? port, backlog)
+        return (fd, Self.boundPort(fd) ?? port, backlog, tunesLoopback)
+    }
+
+    /// A socket listening on a loopback address only has peers on this host: it gets
+    /// ``ChannelTuning/loopbackSendBuffer``, which every socket it accepts inherits.
+    /// True if it did; otherwise each accepted channel is tuned by itself.
+    private static func setLoopbackSendBuffer(_ fd: Int32, _ address: SocketAddress) -> Bool {
+        guard var size = ChannelTuning.loopbackSendBuffer.map(Int32.init), ChannelTuning.isLoopback(address) else { return false }
+        return setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size)) == 0
     }
 
     /// Sets the accept queue of a socket NIO has adopted back to `backlog` (a second

@@ -67,6 +67,7 @@ public final class MessageServer {
 
         // The bootstrap keeps the server alive while it listens: no one else has to.
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        let tunesLoopback = socket.tunesLoopback
         let adopted = ServerBootstrap(group: eventLoop, childGroup: eventLoop)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -79,12 +80,16 @@ public final class MessageServer {
             // Accepts per wake-up: NIO's default of 4 takes a reconnect storm's thousands of
             // queued connections a few at a time, between every other read on the loop.
             .serverChannelOption(.maxMessagesPerRead, value: ChannelTuning.acceptsPerEvent)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
-            .childChannelOption(.recvAllocator, value: ChannelTuning.readAllocator)
+            // No child channel options: NIO applies those one future at a time for every
+            // accepted channel. TCP_NODELAY (and on loopback the send buffer) come from
+            // the listening socket; the rest is set here, directly.
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    ChannelTuning.tuneLoopback(channel)
+                    if let options = channel.syncOptions {
+                        try options.setOption(.maxMessagesPerRead, value: ChannelTuning.readsPerEvent)
+                        try options.setOption(.recvAllocator, value: ChannelTuning.readAllocator)
+                    }
+                    if !tunesLoopback { ChannelTuning.tuneLoopback(channel) }
                     try ClockProbe.attach(to: channel)
                     try bound.value.configure(channel)
                 }
