@@ -122,7 +122,7 @@ extension ScriptRuntime {
     /// `host.connect(url, opts)`: the prelude has taken out the codec.
     func connect(_ args: LuaArguments) throws -> Int32 {
         let (text, url) = try endpoint(args, TransportURL.init)
-        let opts = try args.value(2)
+        let opts = try OptionDeclarations.copy(args, 2, role: .connect)
         let framer = LuaFramer(runtime: self)
         var parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
         parsed.configuration.sendBudget = sendBudget

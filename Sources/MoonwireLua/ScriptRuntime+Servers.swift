@@ -139,12 +139,7 @@ extension ScriptRuntime {
     /// and a framing function.
     func listen(_ args: LuaArguments) throws -> Int32 {
         let url = try endpoint(args, ServerURL.init).url
-        let opts: LuaValue
-        do {
-            opts = try args.lua.value(at: args.index(2))
-        } catch {
-            throw args.error(2, "\(error)")
-        }
+        let opts = try OptionDeclarations.copy(args, 2, role: .listen)
         let parsed = try ListenOptions(opts, function: args.function, url: url)
         let options = parsed.server
         let codec = parsed.codec

@@ -89,6 +89,20 @@ enum OptionType {
     /// names it in the docs.
     case custom(String)
 
+    /// What an error says was expected: `number`, `"open" or "manual"`, ...
+    var expected: String {
+        switch self {
+        case .seconds: "number"
+        case .integer(let min): "integer of at least \(min)"
+        case .boolean: "boolean"
+        case .string: "string"
+        case .choice(let names): LuaOptionTable.alternatives(names)
+        case .strings: "list of strings"
+        case .stringMap: "table"
+        case .custom(let text): text.replacingOccurrences(of: "`", with: "")
+        }
+    }
+
     var docText: String {
         switch self {
         case .seconds: "seconds (0 to 1e9)"
@@ -198,7 +212,7 @@ public enum OptionDeclarations {
             listen: Listen(doc: "subprotocols it accepts (WebSocket); the client's first acceptable choice wins", defaultText: "{}") { o, v, _ in
                 o.server.protocols = v.list
             },
-            flags: [Flag(name: "subprotocol", short: "s", commands: [.connect, .listen], path: "protocols", help: "A subprotocol to offer or accept (repeatable).", valueName: "name")]
+            flags: [Flag(name: "subprotocol", short: "s", commands: [.connect, .listen], path: "protocols", help: "A subprotocol to offer or accept (repeatable).", valueName: "sub")]
         ),
         SessionOption(
             name: "connect_timeout", type: .seconds,
@@ -308,7 +322,7 @@ public enum OptionDeclarations {
             listen: Listen(doc: "the peers' pings answered for the script, as for `mw.connect`", defaultText: "none") { o, v, _ in
                 o.server.autoReply = AutoReplyOption.rules(v)
             },
-            flags: [Flag(name: "auto-reply", short: nil, commands: [.connect], path: "auto_reply", help: "Answer pings: MATCH gets REPLY (Socket.IO: 2=3).", valueName: "match=reply")]
+            flags: [Flag(name: "auto-reply", short: nil, commands: [.connect], path: "auto_reply", help: "Answer pings: a rule MATCH=REPLY (Socket.IO: 2=3).", valueName: "rule")]
         ),
         SessionOption(
             name: "kind", type: .choice(["auto", "text", "binary"]),
@@ -350,7 +364,7 @@ public enum OptionDeclarations {
             flags: []
         ),
         SessionOption(
-            name: "framing", type: .custom("string, table or function"),
+            name: "framing", type: .custom("string, table or (`mw.connect` only) function"),
             connect: Connect(
                 doc: "TCP: \(LuaFraming.syntax), or `fn(buffer) -> message, consumed \\| nil`; WebSocket: the function only, see *Several messages in one WebSocket message*",
                 defaultText: "`\"line\"` (TCP), none (WebSocket)"
@@ -384,6 +398,21 @@ public enum OptionDeclarations {
             listen: nil, flags: []
         ),
     ]
+
+    /// Argument `n`, the `opts` of `role`, copied into Swift. A value that cannot be copied
+    /// (a function where the prelude has not taken it out) is refused naming the option,
+    /// what it takes and what it got.
+    static func copy(_ args: LuaArguments, _ n: Int32, role: SessionOption.Role) throws(LuaArgumentError) -> LuaValue {
+        do {
+            return try args.lua.value(at: args.index(n))
+        } catch {
+            guard let type = error.typeName, let first = error.keys.first else { throw args.error(n, error.description) }
+            if error.keys.count == 1, let option = named(first), option.roles.contains(role) {
+                throw args.error(n, "opts.\(error.path): \(option.type.expected) expected, got \(type)")
+            }
+            throw args.error(n, "opts.\(error.path): a \(type) is not a value this option takes")
+        }
+    }
 
     /// The declaration named `name`.
     public static func named(_ name: String) -> SessionOption? { all.first { $0.name == name } }
