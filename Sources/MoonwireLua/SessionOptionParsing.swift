@@ -125,8 +125,8 @@ public enum HeartbeatOption {
     }
 
     /// `heartbeat`: absent (nil), `false` (off), or a table over the defaults. What Swift
-    /// cannot hold or check, the prelude has described: `message` and `reply` are
-    /// `{ type = type(v), quoted =, pattern_error = }` (it keeps the values themselves).
+    /// cannot hold or check, the prelude has described: `message`, `reply` and a function
+    /// `kind` are `{ type = type(v), quoted =, pattern_error = }` (it keeps the values).
     static func parse(_ t: inout LuaOptionTable, key: String = "heartbeat", role: SessionOption.Role, webSocket: Bool) throws(LuaArgumentError) -> (value: HeartbeatMonitor.Configuration?, Void)? {
         if case .boolean(false) = t.raw(key) { return (nil, ()) }
         guard var h = try t.table(key) else { return nil }
@@ -137,7 +137,11 @@ public enum HeartbeatOption {
         case .connect:
             message = try described(&h, "message", expected: "string or function")
             reply = try described(&h, "reply", expected: "Lua pattern or function", pattern: true)
-            _ = try h.choice("kind", ["text", "binary"])
+            let kinds = ["text", "binary"]
+            if case .table(let description) = h.raw("kind"), case .string(let type)? = description[.text("type")] {
+                throw h.error("kind", "\(LuaOptionTable.alternatives(kinds)) expected, got \(String(decoding: type, as: UTF8.self))")
+            }
+            _ = try h.choice("kind", kinds)
         case .listen:
             for field in ["message", "reply", "kind"] where h.raw(field) != .nil {
                 throw h.error(field, "a server's heartbeat has no message: it pings WebSocket peers and drops silent ones")

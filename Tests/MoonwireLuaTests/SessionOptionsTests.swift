@@ -56,6 +56,8 @@ import Testing
               err(function() mw.connect("tcp://127.0.0.1:1", { heartbeat = { interval = 1 } }) end),
               err(function() mw.listen("ws://127.0.0.1:0/", { heartbeat = { reply = "x" } }) end),
               err(function() mw.listen("ws://127.0.0.1:0/", { heartbeat = {} }) end),
+              err(function() mw.connect("ws://127.0.0.1:1/", { heartbeat = { message = "p", kind = print } }) end),
+              err(function() mw.connect("ws://127.0.0.1:1/", { kind = print }) end),
             }
             local c = mw.connect("ws://127.0.0.1:1/", { reconnect = false })
             errors[#errors + 1] = err(function() c:heartbeat({ timeout = -1 }) end)
@@ -70,8 +72,10 @@ import Testing
             "test.lua:7: bad argument #2 to 'mw.connect' (opts.heartbeat: a tcp:// heartbeat needs a message (there is no ping))",
             "test.lua:8: bad argument #2 to 'mw.listen' (opts.heartbeat.reply: a server's heartbeat has no message: it pings WebSocket peers and drops silent ones)",
             "test.lua:9: bad argument #2 to 'mw.listen' (opts.heartbeat.timeout: seconds above 0 expected: peers silent for longer are dropped)",
-            "test.lua:12: bad argument #1 to 'c:heartbeat' (opts.timeout: seconds must be from 0 to 1e9)",
-            "test.lua:13: bad argument #1 to 'c:heartbeat' (opts.kind: \"text\" or \"binary\" expected, got \"bin\")",
+            "test.lua:10: bad argument #2 to 'mw.connect' (opts.heartbeat.kind: \"text\" or \"binary\" expected, got function)",
+            "test.lua:11: bad argument #2 to 'mw.connect' (opts.kind: \"auto\", \"text\" or \"binary\" expected, got function)",
+            "test.lua:14: bad argument #1 to 'c:heartbeat' (opts.timeout: seconds must be from 0 to 1e9)",
+            "test.lua:15: bad argument #1 to 'c:heartbeat' (opts.kind: \"text\" or \"binary\" expected, got \"bin\")",
         ])
     }
 

@@ -118,6 +118,7 @@ local function split_heartbeat(hb)
   local copy = {}
   for k, v in pairs(hb) do copy[k] = v end
   copy.message, copy.reply = describe(hb.message), describe(hb.reply, true)
+  if type(hb.kind) == "function" then copy.kind = describe(hb.kind) end
   return copy, hb.message, hb.reply, hb.kind
 end
 
