@@ -346,10 +346,10 @@ enum FramingFuzz {
     }
 
     private static func max(_ framing: TCPFraming) -> Int? {
-        switch framing {
-        case .line(let max), .delimiter(_, let max): return max
-        case .fixed(let size): return size
-        case .length(let prefix): return prefix.max
+        switch framing.mode {
+        case let delimited as DelimiterFraming: return delimited.max
+        case let fixed as FixedFraming: return fixed.size
+        case let prefix as LengthPrefix: return prefix.max
         default: return nil
         }
     }

@@ -22,6 +22,15 @@ public enum LuaValue: Hashable, Sendable {
 /// Why a Lua value could not be copied into Swift.
 public struct LuaConversionError: Error, CustomStringConvertible, Equatable {
     public let description: String
+    /// The type of the value that cannot be copied (`function`), if that was the reason.
+    public var typeName: String? = nil
+    /// Where it sits in the table being copied: `["heartbeat", "kind"]`, `["rules", "[2]"]`.
+    public var keys: [String] = []
+
+    /// `heartbeat.kind`, `rules[2]`: ``keys`` as a script writes them.
+    public var path: String {
+        keys.enumerated().map { $0.offset > 0 && !$0.element.hasPrefix("[") ? "." + $0.element : $0.element }.joined()
+    }
 }
 
 extension LuaState {
@@ -73,17 +82,29 @@ extension LuaState {
                 let element: LuaValue
                 do {
                     key = try value(at: lua_absindex(L, -2), depth: depth + 1)
-                    element = try value(at: lua_absindex(L, -1), depth: depth + 1)
                 } catch {
                     pop(2)
                     throw error
+                }
+                do {
+                    element = try value(at: lua_absindex(L, -1), depth: depth + 1)
+                } catch {
+                    pop(2)
+                    var located = error
+                    switch key {
+                    case .string(let name): located.keys.insert(String(decoding: name, as: UTF8.self), at: 0)
+                    case .integer(let i): located.keys.insert("[\(i)]", at: 0)
+                    default: break
+                    }
+                    throw located
                 }
                 entries[key] = element
                 pop()
             }
             return .table(entries)
         default:
-            throw LuaConversionError(description: "cannot copy a \(typeName(at: index)) value")
+            let type = typeName(at: index)
+            throw LuaConversionError(description: "cannot copy a \(type) value", typeName: type)
         }
     }
 }

@@ -139,41 +139,10 @@ extension ScriptRuntime {
     /// and a framing function.
     func listen(_ args: LuaArguments) throws -> Int32 {
         let url = try endpoint(args, ServerURL.init).url
-        let opts: LuaValue
-        do {
-            opts = try args.lua.value(at: args.index(2))
-        } catch {
-            throw args.error(2, "\(error)")
-        }
-        var t = try LuaOptionTable(opts, function: args.function, argument: 2)
-        var options = MessageServerOptions()
-        if let protocols = try t.strings("protocols") { options.protocols = protocols }
-        if let n = try t.integer("max_message", min: 1) { options.maxMessage = n }
-        if let b = try t.boolean("compress") { options.compress = b }
-        if let s = try t.seconds("close_timeout") { options.closeTimeout = .seconds(s) }
-        if let s = try t.seconds("handshake_timeout") { options.handshakeTimeout = .seconds(s) }
-        if let n = try t.integer("backlog", min: 1) { options.backlog = Int32(clamping: n) }
-        if let tls = try ConnectOptions.tls(&t) { options.tls = tls }
-        if let queue = try ConnectOptions.queue(&t) {
-            (options.queueLimit, options.queueBytes, options.overflow) = queue
-        }
-        if let name = try t.string("slow_peer") {
-            guard let rule = MessageServerOptions.SlowPeer(rawValue: name) else {
-                throw t.error("slow_peer", "\"drop\" or \"close\" expected, got \"\(name)\"")
-            }
-            options.slowPeer = rule
-        }
-        let codec = try NativeCodec(&t)
-        if let framing = try LuaFraming.parse(&t, custom: nil) {
-            options.framing = framing
-        }
-        options.autoReply = ConnectOptions.autoReply(&t)
-        if case .boolean(false) = t.raw("heartbeat") {
-            options.heartbeat = nil
-        } else if var h = try t.table("heartbeat") {
-            options.heartbeat = try Self.serverHeartbeat(&h, webSocket: url.kind == .webSocket)
-        }
-        try t.finish()
+        let opts = try OptionDeclarations.copy(args, 2, role: .listen)
+        let parsed = try ListenOptions(opts, function: args.function, url: url)
+        let options = parsed.server
+        let codec = parsed.codec
         let server: MessageServer
         do {
             server = try MessageServer(url: url, options: options, eventLoop: eventLoop)
@@ -231,28 +200,6 @@ extension ScriptRuntime {
     /// Ends the script with `code`, as `mw.exit` would, from the host (on any thread).
     public func stop(exitCode code: Int32) {
         eventLoop.execute { [self] in finish(shutdownCode ?? code) }
-    }
-
-    /// `mw.listen`'s `heartbeat = { interval, timeout }`: a peer silent for `interval`
-    /// is probed (a ping on WebSocket) and dropped when `timeout` more passes in
-    /// silence. With `timeout` alone, WebSocket peers are pinged halfway through it.
-    static func serverHeartbeat(_ h: inout LuaOptionTable, webSocket: Bool) throws(LuaArgumentError) -> HeartbeatMonitor.Configuration {
-        let interval = try h.seconds("interval")
-        let timeout = try h.seconds("timeout")
-        for key in ["message", "reply", "kind"] where h.raw(key) != .nil {
-            throw h.error(key, "a server's heartbeat has no message: it pings WebSocket peers and drops silent ones")
-        }
-        try h.finish()
-        if let interval {
-            guard interval > 0 else { throw h.error("interval", "must be more than 0 seconds") }
-            let t = timeout ?? 10
-            guard t > 0 else { throw h.error("timeout", "must be more than 0 seconds") }
-            return .init(interval: .seconds(interval), timeout: .seconds(t), probe: webSocket ? .ping : nil, watch: .inboundSilence)
-        }
-        guard let timeout, timeout > 0 else {
-            throw h.error("timeout", "seconds above 0 expected: peers silent for longer are dropped")
-        }
-        return .dropSilentPeers(after: .seconds(timeout), ping: webSocket)
     }
 
     func closeServer(_ s: LuaServer) {

@@ -1,27 +1,17 @@
 import ArgumentParser
 import MoonwireCore
+import MoonwireLua
 
 /// Values of `connect` and `listen` flags that need more than a number.
 enum ArgumentValues {
-    /// `line`, `crlf`, `raw` or `length:N` (an N-byte big-endian length before each message).
+    /// `--framing`: as the framing table of the Lua layer declares it (line, crlf, raw,
+    /// length:N, ...).
     static func framing(_ text: String, max: Int) throws -> TCPFraming {
-        let framing: TCPFraming
-        switch text.lowercased() {
-        case "line": framing = .line(max: max)
-        case "crlf": framing = .delimiter([0x0d, 0x0a], max: max)
-        case "raw": framing = .raw
-        case let other where other.hasPrefix("length:"):
-            guard let bytes = Int(other.dropFirst(7)) else { fallthrough }
-            framing = .length(LengthPrefix(bytes: bytes, endian: .big, max: max))
-        default:
-            throw ValidationError("--framing '\(text)' is not a framing; use line, crlf, raw or length:N (N = 1, 2, 4 or 8)")
-        }
         do {
-            try framing.validate()
+            return try LuaFraming.fromFlag(text, max: max)
         } catch {
-            throw ValidationError("--framing '\(text)': \(error); use line, crlf, raw or length:N (N = 1, 2, 4 or 8)")
+            throw ValidationError(error.description)
         }
-        return framing
     }
 
     /// `65536`, `64K`, `16M`: a size in bytes.

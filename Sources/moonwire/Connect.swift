@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import MoonwireCore
+import MoonwireLua
 import NIOCore
 import NIOPosix
 
@@ -16,44 +17,13 @@ struct Connect: ParsableCommand {
     /// Accepted as everywhere; hidden so that --help fits one screen.
     @OptionGroup(visibility: .hidden) var global: GlobalOptions
 
-    @Option(name: [.customShort("H"), .long], help: ArgumentHelp("A header 'Name: value' (repeatable).", valueName: "header"))
-    var header: [String] = []
-
-    @Option(name: [.short, .long], help: ArgumentHelp("A subprotocol to offer (repeatable).", valueName: "name"))
-    var subprotocol: [String] = []
-
     @Option(name: [.customShort("x"), .long], help: ArgumentHelp("Send this after connecting (repeatable).", valueName: "message"))
     var execute: [String] = []
 
     @Option(name: [.short, .long], help: ArgumentHelp("Stay this long after input ends.", valueName: "seconds"))
     var wait: Double?
 
-    @Option(help: ArgumentHelp("tcp/tls: line (default), crlf, raw, length:N.", valueName: "framing"))
-    var framing: String?
-
-    @Option(help: ArgumentHelp("Largest message accepted.", valueName: "bytes"))
-    var maxMessage = "16M"
-
-    @Option(help: ArgumentHelp("Ping after this much silence.", valueName: "seconds"))
-    var heartbeat: Double = 0
-
-    @Option(help: ArgumentHelp("Answer pings: MATCH=REPLY (Socket.IO: 2=3).", valueName: "rule"))
-    var autoReply: [String] = []
-
-    @Flag(help: "Reconnect with backoff when it is lost.")
-    var reconnect = false
-
-    @Flag(help: "Offer permessage-deflate compression.")
-    var compress = false
-
-    @Option(help: ArgumentHelp("Trust the CAs in this PEM file.", valueName: "file"))
-    var ca: String?
-
-    @Flag(help: "Skip certificate verification.")
-    var insecure = false
-
-    @Option(help: ArgumentHelp("An http:// or socks5:// proxy, or none.", valueName: "url"))
-    var proxy: String?
+    @OptionGroup(title: "Connection") var options: ConnectFlags
 
     @OptionGroup(title: "Display") var session: SessionOptions
 
@@ -66,7 +36,7 @@ struct Connect: ParsableCommand {
 
     func validate() throws {
         if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
-        _ = try ArgumentValues.seconds(heartbeat, flag: "--heartbeat")
+        _ = try ArgumentValues.seconds(options.heartbeat, flag: "--heartbeat")
         try session.validateCodec()
     }
 
@@ -78,33 +48,30 @@ struct Connect: ParsableCommand {
         } catch {
             throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
         }
-        let maxBytes = try ArgumentValues.size(maxMessage, flag: "--max-message")
+        let maxBytes = try ArgumentValues.size(options.maxMessage, flag: "--max-message")
         var configuration = ManagedConnection.Configuration()
-        var tls = TLSOptions()
-        tls.caFile = ca
-        tls.insecure = insecure
+        var dial = DialOptions()
+        dial.tls.caFile = options.ca
+        dial.tls.insecure = options.insecure
         configuration.queueLimit = ConnectSession.queueLimit
-        configuration.reconnect = reconnect ? ReconnectPolicy() : nil
+        configuration.reconnect = options.reconnect ? ReconnectPolicy() : nil
         configuration.heartbeat = nil
-        if !autoReply.isEmpty {
-            configuration.autoReply = AutoReply(try autoReply.map { rule in
+        if !options.autoReply.isEmpty {
+            configuration.autoReply = AutoReply(try options.autoReply.map { rule in
                 guard let equals = rule.firstIndex(of: "="), equals != rule.startIndex else {
                     throw ValidationError("--auto-reply '\(rule)' has no MATCH=REPLY; write it as --auto-reply '2=3'")
                 }
                 return AutoReply.Rule(match: Array(rule[..<equals].utf8), reply: Array(rule[rule.index(after: equals)...].utf8))
             })
         }
-        if heartbeat > 0 {
-            configuration.heartbeat = .init(interval: .nanoseconds(Int64(heartbeat * 1e9)))
-        }
+        configuration.heartbeat = try options.heartbeatSetting()
         switch target {
         case .webSocket:
-            guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
-            configuration.socket.protocols = subprotocol
-            configuration.socket.compress = compress
+            guard options.framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            configuration.socket.protocols = options.subprotocol
+            configuration.socket.compress = options.compress
             configuration.socket.maxMessage = maxBytes
-            configuration.socket.tls = tls
-            for line in header {
+            for line in options.header {
                 guard let colon = line.firstIndex(of: ":"), line[..<colon].contains(where: { !$0.isWhitespace }) else {
                     throw ValidationError("-H '\(line)' is not a header; write it as -H 'Name: value'")
                 }
@@ -114,21 +81,22 @@ struct Connect: ParsableCommand {
                 ))
             }
         case .tcp:
-            for (flag, used) in [("-H", !header.isEmpty), ("--subprotocol", !subprotocol.isEmpty), ("--compress", compress), ("--heartbeat", heartbeat > 0)] where used {
+            for (flag, used) in [("-H", !options.header.isEmpty), ("--subprotocol", !options.subprotocol.isEmpty), ("--compress", options.compress), ("--heartbeat", options.heartbeat > 0)] where used {
                 throw ValidationError("\(flag) is for ws:// and wss:// URLs; TCP has no handshake or ping")
             }
-            configuration.tcp = TCPClientOptions(framing: try ArgumentValues.framing(framing ?? "line", max: maxBytes), tls: tls)
+            configuration.tcp.framing = try ArgumentValues.framing(options.framing ?? "line", max: maxBytes)
         }
-        if let proxy {
+        if let proxy = options.proxy {
             let choice: ProxyChoice
             do {
                 choice = proxy == "none" ? .direct : .through(try ProxySettings(proxy))
             } catch {
                 throw ValidationError("--proxy \(error)")
             }
-            configuration.socket.proxy = choice
-            configuration.tcp.proxy = choice
+            dial.proxy = choice
         }
+        configuration.socket.dial = dial
+        configuration.tcp.dial = dial
         return (target, configuration, maxBytes)
     }
 

@@ -74,7 +74,7 @@ struct ConnectProtocol {
         }
         let session = connect.session
         for (flag, used) in [
-            ("--framing", connect.framing != nil), ("--binary", session.hexInput), ("--heartbeat", connect.heartbeat > 0),
+            ("--framing", connect.options.framing != nil), ("--binary", session.hexInput), ("--heartbeat", connect.options.heartbeat > 0),
             ("--record", connect.recording.record != nil), (session.codec.flag ?? "", session.codec.flag != nil),
         ] where used {
             throw ValidationError("\(flag) is for plain connect; with --protocol the module frames and pings itself")
@@ -96,16 +96,16 @@ struct ConnectProtocol {
             set[String(pair[..<equals])] = (try? JSONSerialization.jsonObject(with: Data(value.utf8), options: [.fragmentsAllowed])) ?? value
         }
         var tls: [String: Any] = [:]
-        if let ca = connect.ca { tls["ca"] = ca }
-        if connect.insecure { tls["insecure"] = true }
+        if let ca = connect.options.ca { tls["ca"] = ca }
+        if connect.options.insecure { tls["insecure"] = true }
         var options: [String: Any] = [
             "protocol": name.lowercased(), "module": module, "url": connect.url, "interactive": session.interactive,
             "headers": Dictionary(configuration.socket.headers, uniquingKeysWith: { _, last in last }),
-            "subprotocols": connect.subprotocol, "execute": connect.execute, "set": set, "tls": tls,
-            "reconnect": connect.reconnect,
+            "subprotocols": connect.options.subprotocol, "execute": connect.execute, "set": set, "tls": tls,
+            "reconnect": connect.options.reconnect,
         ]
-        if let proxy = connect.proxy { options["proxy"] = proxy }
-        if connect.compress { options["compress"] = true }
+        if let proxy = connect.options.proxy { options["proxy"] = proxy }
+        if connect.options.compress { options["compress"] = true }
         if let wait = connect.wait { options["wait"] = wait }
         let data = try JSONSerialization.data(withJSONObject: options, options: [.sortedKeys])
         return String(decoding: data, as: UTF8.self)

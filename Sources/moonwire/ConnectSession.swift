@@ -104,8 +104,11 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
             printer.event("ping", argument.isEmpty ? "ping" : "ping \(argument)", direction: .outgoing)
         case "close":
             guard let (code, reason) = SessionInput.closeArguments(argument),
-                code == CloseCode.normal || (3000...4999).contains(code)
-            else { return printer.complaint("/close: the code must be 1000 or 3000-4999, as in /close 4000 done") }
+                code == CloseCode.normal || CloseCode.applicationRange.contains(code)
+            else {
+                let range = CloseCode.applicationRange
+                return printer.complaint("/close: the code must be \(CloseCode.normal) or \(range.lowerBound)-\(range.upperBound), as in /close 4000 done")
+            }
             guard (try? WebSocketClose(code: Int(code), reason: reason)) != nil else {
                 return printer.complaint("/close: the reason is at most \(WebSocketClose.maxReason) bytes")
             }

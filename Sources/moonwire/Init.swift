@@ -80,7 +80,15 @@ struct Defs: ParsableCommand {
     @Flag(help: "Print each declared function's parameter count instead (`mw.spawn 1+`).")
     var parameters = false
 
+    @Flag(help: "Print the option tables of mw.connect and mw.listen, as docs/scripting.md has them (scripts/option_docs.sh writes them there).")
+    var options = false
+
+    @Flag(help: "Print the connect and listen flags the options declare (`connect --max-message max_message`).")
+    var optionFlags = false
+
     func run() throws {
+        if options { return print(OptionDeclarations.markdownTables(), terminator: "") }
+        if optionFlags { return print(OptionDeclarations.flagList(), terminator: "") }
         print(parameters ? APIDefinitions.parameters() : APIDefinitions.names(), terminator: "")
     }
 }

@@ -25,26 +25,10 @@ struct Listen: ParsableCommand {
     @Flag(help: "Send every message on to all the other peers.")
     var relay = false
 
-    @Option(name: [.short, .long], help: "A subprotocol to accept (repeatable).")
-    var subprotocol: [String] = []
-
-    @Option(help: ArgumentHelp("tcp/tls: line (default), crlf, raw, length:N.", valueName: "framing"))
-    var framing: String?
-
-    @Option(help: ArgumentHelp("Largest message to accept, such as 16M.", valueName: "bytes"))
-    var maxMessage = "16M"
-
-    @Flag(help: "Accept permessage-deflate compression.")
-    var compress = false
-
-    @Option(help: ArgumentHelp("The server's PEM certificate (chain), for wss:// and tls://.", valueName: "file"))
-    var tlsCert: String?
-
-    @Option(help: ArgumentHelp("The certificate's PEM private key.", valueName: "file"))
-    var tlsKey: String?
-
     @Option(help: ArgumentHelp("Hand every event to this Lua file's on_connect, on_message and on_close.", valueName: "file"))
     var script: String?
+
+    @OptionGroup(title: "Connection") var options: ListenFlags
 
     @OptionGroup(title: "Display") var session: SessionOptions
 
@@ -61,27 +45,27 @@ struct Listen: ParsableCommand {
         } catch {
             throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
         }
-        let maxBytes = try ArgumentValues.size(maxMessage, flag: "--max-message")
-        var options = MessageServerOptions()
-        options.maxMessage = maxBytes
-        options.protocols = subprotocol
-        options.compress = compress
-        if tlsCert != nil || tlsKey != nil {
-            guard let tlsCert else { throw ValidationError("--tls-key needs --tls-cert, the certificate it belongs to") }
+        let maxBytes = try ArgumentValues.size(options.maxMessage, flag: "--max-message")
+        var server = MessageServerOptions()
+        server.maxMessage = maxBytes
+        server.protocols = options.subprotocol
+        server.compress = options.compress
+        if options.tlsCert != nil || options.tlsKey != nil {
+            guard let tlsCert = options.tlsCert else { throw ValidationError("--tls-key needs --tls-cert, the certificate it belongs to") }
             target.secure = true
-            options.tls.certificateFile = tlsCert
-            options.tls.privateKeyFile = tlsKey
+            server.tls.certificateFile = tlsCert
+            server.tls.privateKeyFile = options.tlsKey
         } else if target.secure {
             throw ValidationError("\(target.scheme):// needs a certificate: add --tls-cert FILE (and --tls-key FILE)")
         }
         switch target.kind {
         case .webSocket:
-            guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            guard options.framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
         case .tcp:
-            guard subprotocol.isEmpty, !compress else { throw ValidationError("--subprotocol and --compress are for ws:// URLs") }
-            options.framing = try ArgumentValues.framing(framing ?? "line", max: maxBytes)
+            guard options.subprotocol.isEmpty, !options.compress else { throw ValidationError("--subprotocol and --compress are for ws:// URLs") }
+            server.framing = try ArgumentValues.framing(options.framing ?? "line", max: maxBytes)
         }
-        return (target, options)
+        return (target, server)
     }
 
     func validate() throws {

@@ -61,9 +61,9 @@ import Testing
         let done = loop.makePromise(of: [Event].self)
         let parsed = try urls.map { try TransportURL($0) }
         try await loop.submit {
-            var webSocket = WebSocketClientOptions(connectTimeout: timeout, tls: tls)
+            var webSocket = WebSocketClientOptions(dial: DialOptions(connectTimeout: timeout, tls: tls))
             webSocket.proxy = .direct
-            var tcp = TCPClientOptions(framing: .line(), connectTimeout: timeout, tls: tls)
+            var tcp = TCPClientOptions(framing: .line(), dial: DialOptions(connectTimeout: timeout, tls: tls))
             tcp.proxy = .direct
             let connection = ClientConnection(url: parsed[0], webSocket: webSocket, tcp: tcp, eventLoop: loop)
             let redialer = Redialer(next: Array(parsed.dropFirst()), done: done)

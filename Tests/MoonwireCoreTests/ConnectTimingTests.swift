@@ -31,7 +31,7 @@ import Testing
         try await loop.submit {
             var webSocket = WebSocketClientOptions()
             webSocket.tls = tls
-            let connection = ClientConnection(url: parsed, webSocket: webSocket, tcp: TCPClientOptions(framing: .line(), tls: tls), eventLoop: loop)
+            let connection = ClientConnection(url: parsed, webSocket: webSocket, tcp: TCPClientOptions(framing: .line(), dial: DialOptions(tls: tls)), eventLoop: loop)
             let opener = Opener(opened)
             connection.delegate = opener
             opened.futureResult.whenComplete { _ in withExtendedLifetime((connection, opener)) {} }

@@ -154,3 +154,36 @@ private func wire(_ framing: TCPFraming, _ messages: [String]) throws -> [UInt8]
         #expect(UsageError.lengthHeaderSize(3).description == "length framing needs a header of 1, 2, 4 or 8 bytes, got 3")
     }
 }
+
+/// A framing is one type (``FramingMode``): nothing else in Core names it. This one,
+/// declared here outside the module, frames, cuts split and glued reads, refuses what
+/// it cannot carry and checks its parameters like the built-in ones. To offer it to
+/// scripts and `--framing`, one entry in the framing table of the Lua layer
+/// (Sources/MoonwireLua/LuaFraming.swift) is the only other change.
+private struct NulFraming: FramingMode {
+    var max = 64
+    var description: String { "nul" }
+    func makeDecoder() -> any MessageDecoder { DelimiterDecoder(delimiter: [0], stripCarriageReturn: false, max: max) }
+    func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
+        try DelimiterFraming(delimiter: [0], stripCarriageReturn: false, max: max).encode(message, allocator: allocator)
+    }
+    func validate() throws(UsageError) {
+        guard max > 0 else { throw .nonPositiveMax }
+    }
+}
+
+@Suite struct FramingModeTests {
+    @Test func aFramingDeclaredOutsideCoreFramesBothWays() throws {
+        let framing = TCPFraming(NulFraming())
+        let encoder = MessageEncoder(framing)
+        let wire = try ["ab", "", "cde"].flatMap { Array(try encoder.encode(ByteBuffer(string: $0)).readableBytesView) }
+        #expect(wire == Array("ab\0\0cde\0".utf8))
+        for chunks in splits(wire) {
+            #expect(try decode(framing, chunks) == ["ab", "", "cde"])
+        }
+        #expect(throws: UsageError.self) { try encoder.encode(ByteBuffer(bytes: [1, 0, 2])) }
+        #expect(throws: UsageError.nonPositiveMax) { try TCPFraming(NulFraming(max: 0)).validate() }
+        #expect(framing.description == "nul")
+        #expect(framing == TCPFraming(NulFraming()) && framing != .line() && framing != TCPFraming(NulFraming(max: 3)))
+    }
+}

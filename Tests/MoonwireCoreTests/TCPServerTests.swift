@@ -21,7 +21,7 @@ struct TCPServerTests {
         let server = try await TestServer.start("tcp://127.0.0.1:0", options: MessageServerOptions(framing: framing))
         // The seed's messages, padded to 7 bytes for fixed framing.
         let messages = ["abc", "da", "bcdabcd", "abcd", "x"].map { m -> String in
-            if case .fixed(let n) = framing { return m.padding(toLength: n, withPad: ".", startingAt: 0) }
+            if let n = (framing.mode as? FixedFraming)?.size { return m.padding(toLength: n, withPad: ".", startingAt: 0) }
             return m
         }
         let encoder = MessageEncoder(framing)
@@ -170,7 +170,7 @@ final class TCPTestClient: ClientConnectionDelegate, @unchecked Sendable {
         let parsed = try TCPURL(url)
         try await loop.submit {
             let delegate = TCPTestClient(step: step, done: done)
-            let connection = ClientConnection(url: parsed, options: TCPClientOptions(framing: framing, connectTimeout: .seconds(3), tls: tls), eventLoop: loop)
+            let connection = ClientConnection(url: parsed, options: TCPClientOptions(framing: framing, dial: DialOptions(connectTimeout: .seconds(3), tls: tls)), eventLoop: loop)
             connection.delegate = delegate
             done.futureResult.whenComplete { _ in withExtendedLifetime((delegate, connection)) {} }
             let timer = loop.scheduleTask(in: .seconds(10)) { done.fail(PeerError(message: "TCP test client timed out")) }

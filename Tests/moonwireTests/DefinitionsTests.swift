@@ -123,4 +123,40 @@ import Testing
         let clean = try CommandRunner.run(["check"] + examples)
         #expect(clean.status == 0, "\(clean.stderr)")
     }
+
+    /// The option tables of mw.connect and mw.listen in docs/scripting.md are the ones
+    /// the declarations give (`moonwire defs --options`); scripts/option_docs.py writes them.
+    @Test func optionTablesInTheDocsAreTheDeclarations() throws {
+        let generated = try CommandRunner.run("defs", "--options")
+        #expect(generated.status == 0, "\(generated.stderr)")
+        let blocks = generated.stdout.components(separatedBy: "<!-- /options -->\n").filter { !$0.isEmpty }.map { $0 + "<!-- /options -->\n" }
+        #expect(blocks.count == 2, "\(generated.stdout)")
+        #expect(blocks.allSatisfy { $0.contains("| `framing` |") && $0.contains("| `heartbeat` |") }, "\(generated.stdout)")
+        let doc = try String(contentsOf: CommandRunner.packageRoot.appendingPathComponent("docs/scripting.md"), encoding: .utf8)
+        for block in blocks {
+            let marker = block.prefix { $0 != "\n" }
+            #expect(doc.contains(block), "docs/scripting.md's \(marker) table is not the declarations' one: run scripts/option_docs.py")
+        }
+    }
+
+    /// Every flag of the "Connection" group of `connect` and `listen` is declared with the
+    /// option it sets, and every flag an option declares is there: the two cannot drift.
+    @Test(arguments: ["connect", "listen"])
+    func everyConnectionFlagHasAnOptionAndEveryDeclaredFlagAFlag(_ command: String) throws {
+        let declaredList = try CommandRunner.run("defs", "--option-flags")
+        #expect(declaredList.status == 0, "\(declaredList.stderr)")
+        var declared: Set<String> = []
+        for line in declaredList.stdout.split(separator: "\n") {
+            let words = line.split(separator: " ").map(String.init)
+            if words.count == 3 && words[0] == command { declared.insert(words[1]) }
+        }
+        let dump = try CommandRunner.run(command, "--experimental-dump-help")
+        let info = try JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [String: Any]
+        let arguments = (info?["command"] as? [String: Any])?["arguments"] as? [[String: Any]] ?? []
+        let flags = Set(arguments.filter { $0["sectionTitle"] as? String == "Connection" }.compactMap { argument in
+            (argument["names"] as? [[String: String]])?.first { $0["kind"] == "long" }.map { "--" + ($0["name"] ?? "") }
+        })
+        #expect(declared.count >= 6, "\(declaredList.stdout)")
+        #expect(flags == declared, "flags without a declaration: \(flags.subtracting(declared).sorted()); declared but no flag: \(declared.subtracting(flags).sorted())")
+    }
 }

@@ -28,15 +28,31 @@ public enum CloseCode {
     /// The server hit an unexpected condition.
     public static let internalError: UInt16 = 1011
 
-    /// True if `code` may appear in a close frame. 1012–1014 are registered with IANA
-    /// (service restart, try again later, bad gateway) and servers do send them; 1004–1006
-    /// and 1015 are reserved for reporting and must never be on the wire.
+    /// The codes a close frame may carry, declared once: ``isValidOnWire(_:)`` and the
+    /// words of errors (``sendableRangesText``) come from here. 1012–1014 are registered
+    /// with IANA (service restart, try again later, bad gateway) and servers do send them;
+    /// 1004–1006 and 1015 are reserved for reporting and must never be on the wire.
+    public static let sendableRanges: [ClosedRange<UInt16>] = [1000...1003, 1007...1014, 3000...4999]
+
+    /// Every code a peer may report, from the lowest defined to the highest
+    /// application code (`reconnect.stop_codes` takes these).
+    public static let reportableRange: ClosedRange<UInt16> = 1000...4999
+
+    /// The codes applications define (3000–3999 registered, 4000–4999 private use).
+    public static let applicationRange: ClosedRange<UInt16> = 3000...4999
+
+    /// `1000 to 1003, 1007 to 1014, or 3000 to 4999`, for errors.
+    public static var sendableRangesText: String {
+        let parts = sendableRanges.map { "\($0.lowerBound) to \($0.upperBound)" }
+        return parts.dropLast().joined(separator: ", ") + ", or " + parts[parts.count - 1]
+    }
+
+    /// `1000 to 4999`, for errors.
+    public static var reportableRangeText: String { "\(reportableRange.lowerBound) to \(reportableRange.upperBound)" }
+
+    /// True if `code` may appear in a close frame (``sendableRanges``).
     public static func isValidOnWire(_ code: UInt16) -> Bool {
-        switch code {
-        case 1000...1003, 1007...1014, 3000...4999:
-            return true
-        default:
-            return false
-        }
+        for range in sendableRanges where range.contains(code) { return true }
+        return false
     }
 }

@@ -81,3 +81,42 @@ public struct DelimiterDecoder: MessageDecoder {
         }
     }
 }
+
+/// `"line"` (`\n`, a `\r` before it dropped) and `{ delimiter = S }`: a message is
+/// everything up to the delimiter; `send` appends it, and refuses a message holding it.
+public struct DelimiterFraming: FramingMode {
+    public let delimiter: [UInt8]
+    /// Line mode: a `\r` right before the `\n` is dropped.
+    public let stripCarriageReturn: Bool
+    /// The longest message waited for.
+    public let max: Int
+
+    public init(delimiter: [UInt8], stripCarriageReturn: Bool, max: Int) {
+        self.delimiter = delimiter
+        self.stripCarriageReturn = stripCarriageReturn
+        self.max = max
+    }
+
+    public func makeDecoder() -> any MessageDecoder {
+        DelimiterDecoder(delimiter: delimiter, stripCarriageReturn: stripCarriageReturn, max: max)
+    }
+
+    public func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
+        if message.readableBytesView.firstRange(of: delimiter) != nil {
+            throw .containsDelimiter(framing: stripCarriageReturn ? "line framing" : "delimiter framing", delimiter: delimiter)
+        }
+        var out = allocator.buffer(capacity: message.readableBytes + delimiter.count)
+        out.writeImmutableBuffer(message)
+        out.writeBytes(delimiter)
+        return out
+    }
+
+    public func validate() throws(UsageError) {
+        guard max > 0 else { throw .nonPositiveMax }
+        guard !delimiter.isEmpty else { throw .emptyDelimiter }
+    }
+
+    public var description: String {
+        stripCarriageReturn ? "line" : "delimiter \(String(decoding: delimiter, as: UTF8.self).debugDescription)"
+    }
+}

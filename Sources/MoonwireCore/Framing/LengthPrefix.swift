@@ -1,3 +1,5 @@
+import NIOCore
+
 /// The binary length header of `{ length = B, endian = ..., adjust = K, max = BYTES }`
 /// framing.
 ///
@@ -9,7 +11,7 @@
 /// // A 4-byte big-endian length that includes the header itself, at most 1 MiB.
 /// let prefix = LengthPrefix(bytes: 4, endian: .big, adjust: -4, max: 1 << 20)
 /// ```
-public struct LengthPrefix: Sendable, Hashable {
+public struct LengthPrefix: FramingMode {
     /// The byte order of the header.
     public enum Endian: String, Sendable, Hashable {
         case big, little
@@ -46,4 +48,26 @@ public struct LengthPrefix: Sendable, Hashable {
     var headerLimit: UInt64 {
         self.bytes == 8 ? UInt64.max : (UInt64(1) << UInt64(self.bytes * 8)) - 1
     }
+
+    public func makeDecoder() -> any MessageDecoder { LengthPrefixDecoder(self) }
+
+    /// The header, then the message; a length the header cannot hold is refused.
+    public func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
+        let value = message.readableBytes - adjust
+        guard value >= 0, UInt64(value) <= headerLimit else {
+            throw .tooLongForLengthHeader(message.readableBytes, prefix: self)
+        }
+        let endianness: Endianness = endian == .big ? .big : .little
+        var out = allocator.buffer(capacity: bytes + message.readableBytes)
+        switch bytes {
+        case 1: out.writeInteger(UInt8(value))
+        case 2: out.writeInteger(UInt16(value), endianness: endianness)
+        case 4: out.writeInteger(UInt32(value), endianness: endianness)
+        default: out.writeInteger(UInt64(value), endianness: endianness)
+        }
+        out.writeImmutableBuffer(message)
+        return out
+    }
+
+    public var description: String { "length \(bytes) \(endian)" }
 }

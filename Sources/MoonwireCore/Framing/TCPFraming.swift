@@ -14,105 +14,92 @@ import NIOCore
 /// while let message = try reader.next() { handle(message) }
 /// let wire = try MessageEncoder(framing).encode(ByteBuffer(string: "hello"))
 /// ```
-public enum TCPFraming: Sendable, Hashable, CustomStringConvertible {
+public struct TCPFraming: Sendable, Hashable, CustomStringConvertible {
     /// The default limit of a line or delimited message, as `max_message`'s default.
     public static let defaultMax = 16 * 1024 * 1024
 
+    /// The framing itself: its decoder, encoder and checks.
+    public let mode: any FramingMode
+
+    /// Frames with `mode`.
+    public init(_ mode: some FramingMode) {
+        self.mode = mode
+    }
+
     /// Messages end with `\n`; a `\r` before it is dropped (`"line"`). A line longer than
     /// `max` bytes without its end is a framing error.
-    case line(max: Int = TCPFraming.defaultMax)
+    public static func line(max: Int = TCPFraming.defaultMax) -> TCPFraming {
+        TCPFraming(DelimiterFraming(delimiter: [UInt8(ascii: "\n")], stripCarriageReturn: true, max: max))
+    }
     /// Messages end with `delimiter`, which is not part of the message
     /// (`{ delimiter = "\r\n" }`).
-    case delimiter([UInt8], max: Int = TCPFraming.defaultMax)
+    public static func delimiter(_ delimiter: [UInt8], max: Int = TCPFraming.defaultMax) -> TCPFraming {
+        TCPFraming(DelimiterFraming(delimiter: delimiter, stripCarriageReturn: false, max: max))
+    }
     /// Every message is exactly this many bytes (`{ fixed = N }`).
-    case fixed(Int)
+    public static func fixed(_ size: Int) -> TCPFraming { TCPFraming(FixedFraming(size: size)) }
     /// Every message follows a binary length header (`{ length = B, ... }`).
-    case length(LengthPrefix)
+    public static func length(_ prefix: LengthPrefix) -> TCPFraming { TCPFraming(prefix) }
     /// No framing: every chunk is delivered as it arrived from the network (`"raw"`).
-    case raw
+    public static let raw = TCPFraming(RawFraming())
     /// A decoder written by the user (the Lua `framing` function); `send` writes messages
     /// as they are, since the script frames them itself.
-    case custom(CustomFraming)
+    public static func custom(_ custom: CustomFraming) -> TCPFraming { TCPFraming(custom) }
+
+    /// Is it a user's decoding function (``CustomFraming``)?
+    public var isCustom: Bool { mode is CustomFraming }
 
     /// A fresh decoder for one connection.
-    public func makeDecoder() -> any MessageDecoder {
-        switch self {
-        case .line(let max):
-            return DelimiterDecoder(delimiter: [UInt8(ascii: "\n")], stripCarriageReturn: true, max: max)
-        case .delimiter(let delimiter, let max):
-            return DelimiterDecoder(delimiter: delimiter, stripCarriageReturn: false, max: max)
-        case .fixed(let size):
-            return FixedLengthDecoder(size: size)
-        case .length(let prefix):
-            return LengthPrefixDecoder(prefix)
-        case .raw:
-            return RawDecoder()
-        case .custom(let custom):
-            return ClosureDecoder(custom.decode)
-        }
-    }
+    public func makeDecoder() -> any MessageDecoder { mode.makeDecoder() }
 
     /// Checks the parameters, so a bad option is reported when the connection is made and
     /// not when the first message arrives.
-    public func validate() throws(UsageError) {
-        switch self {
-        case .line(let max), .delimiter(_, let max):
-            guard max > 0 else { throw .nonPositiveMax }
-            if case .delimiter(let bytes, _) = self, bytes.isEmpty {
-                throw .emptyDelimiter
-            }
-        case .fixed(let size):
-            guard size > 0 else { throw .nonPositiveFixedSize(size) }
-        case .length(let prefix):
-            try prefix.validate()
-        case .raw, .custom:
-            break
-        }
-    }
+    public func validate() throws(UsageError) { try mode.validate() }
 
     /// `line`, `delimiter "\r\n"`, `fixed 16`, `length 4 big`, ... for logs.
-    public var description: String {
-        switch self {
-        case .line: return "line"
-        case .delimiter(let bytes, _): return "delimiter \(String(decoding: bytes, as: UTF8.self).debugDescription)"
-        case .fixed(let size): return "fixed \(size)"
-        case .length(let prefix): return "length \(prefix.bytes) \(prefix.endian)"
-        case .raw: return "raw"
-        case .custom: return "custom"
-        }
-    }
+    public var description: String { mode.description }
+
+    public static func == (lhs: TCPFraming, rhs: TCPFraming) -> Bool { AnyHashable(lhs.mode) == AnyHashable(rhs.mode) }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(AnyHashable(mode)) }
 }
 
-/// A user-supplied decoding function, wrapped so ``TCPFraming`` stays a plain value.
-///
-/// The function is called on the connection's event loop with the bytes received so far
-/// (its readable bytes); it returns a message and moves the reader index past what it
-/// consumed, or returns nil and leaves the buffer alone to wait for more bytes. A thrown
-/// error closes the connection as a framing error.
+/// One way of cutting a byte stream into messages. Each framing is one type in a file of
+/// its own (its decoder beside it: ``DelimiterFraming``, ``FixedFraming``, ``LengthPrefix``,
+/// ``RawFraming``, ``CustomFraming``); the Lua syntax and the `--framing` flag of each
+/// are one entry of the framing table of the Lua layer (`LuaFraming.all`). Adding a
+/// framing touches those two files only.
 ///
 /// ```swift
-/// let custom = CustomFraming { buffer in
-///     guard let end = buffer.readableBytesView.firstIndex(of: 0) else { return nil }
-///     let message = buffer.readSlice(length: end - buffer.readerIndex)
-///     buffer.moveReaderIndex(forwardBy: 1)
-///     return message
+/// struct NulFraming: FramingMode {
+///     var description: String { "nul" }
+///     func makeDecoder() -> any MessageDecoder { DelimiterDecoder(delimiter: [0], stripCarriageReturn: false, max: 1 << 20) }
+///     func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer {
+///         try DelimiterFraming(delimiter: [0], stripCarriageReturn: false, max: 1 << 20).encode(message, allocator: allocator)
+///     }
 /// }
-/// let framing = TCPFraming.custom(custom)
+/// let framing = TCPFraming(NulFraming())
 /// ```
-public final class CustomFraming: @unchecked Sendable, Hashable {
-    // @unchecked: the closure typically captures a Lua state. It is only ever called on the
-    // loop of the connection it decodes for, which the caller guarantees by creating the
-    // connection on the loop that owns that state.
-    let decode: (inout ByteBuffer) throws -> ByteBuffer?
-
-    /// Wraps `decode`; see the type's documentation for its contract.
-    public init(_ decode: @escaping (inout ByteBuffer) throws -> ByteBuffer?) {
-        self.decode = decode
-    }
-
-    /// Identity: two wrappers are the same framing only if they are the same object.
-    public static func == (lhs: CustomFraming, rhs: CustomFraming) -> Bool { lhs === rhs }
-
-    /// Hashes the identity.
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+public protocol FramingMode: Sendable, Hashable, CustomStringConvertible {
+    /// A fresh decoder for one connection.
+    func makeDecoder() -> any MessageDecoder
+    /// The bytes `send` writes for `message`, or a usage error for a message the peer's
+    /// decoder would cut differently (``MessageEncoder``).
+    func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer
+    /// Throws for parameters that cannot work (checked when the connection is made).
+    func validate() throws(UsageError)
 }
+
+extension FramingMode {
+    /// No parameters to check.
+    public func validate() throws(UsageError) {}
+}
+
+/// `"raw"`: whatever arrived is a message; sent as it is.
+public struct RawFraming: FramingMode {
+    public init() {}
+    public func makeDecoder() -> any MessageDecoder { RawDecoder() }
+    public func encode(_ message: ByteBuffer, allocator: ByteBufferAllocator) throws(UsageError) -> ByteBuffer { message }
+    public var description: String { "raw" }
+}
+

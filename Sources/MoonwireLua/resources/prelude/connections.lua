@@ -102,37 +102,24 @@ local function pattern_error(p)
 end
 
 -- The heartbeat's message (a string or a function), reply (a pattern or a
--- function) and kind stay on this side; Swift is told only that they exist.
--- `where` names the table in errors ("opts.heartbeat" for mw.connect).
+-- function) and kind stay on this side, unchecked: Swift checks the whole option and
+-- words its errors (HeartbeatOption). What Swift cannot hold or check it gets
+-- described: { type = type(v) }, and for a reply string whether it is a valid Lua
+-- pattern ({ quoted = "%q" of it, pattern_error = why not }).
 local KINDS = { text = true, binary = true }
-local function split_heartbeat(hb, fname, argn, where)
+local function describe(v, is_pattern)
+  if v == nil then return nil end
+  local d = { type = type(v) }
+  if is_pattern and d.type == "string" then d.quoted, d.pattern_error = ("%q"):format(v), pattern_error(v) end
+  return d
+end
+local function split_heartbeat(hb)
   if type(hb) ~= "table" then return hb end
-  local function bad(key, what)
-    error(("bad argument #%d to '%s' (%s.%s: %s)"):format(argn, fname, where, key, what), user_level(2))
-  end
   local copy = {}
   for k, v in pairs(hb) do copy[k] = v end
-  local message, reply, kind = hb.message, hb.reply, hb.kind
-  if message ~= nil then
-    if type(message) ~= "string" and type(message) ~= "function" then
-      bad("message", "string or function expected, got " .. type(message))
-    end
-    copy.message = true
-  end
-  if reply ~= nil then
-    if type(reply) == "string" then
-      local err = pattern_error(reply)
-      if err then bad("reply", "bad Lua pattern " .. ("%q"):format(reply) .. ": " .. err) end
-    elseif type(reply) ~= "function" then
-      bad("reply", "Lua pattern or function expected, got " .. type(reply))
-    end
-    copy.reply = true
-  end
-  if kind ~= nil then
-    if not KINDS[kind] then bad("kind", '"text" or "binary" expected, got ' .. (type(kind) == "string" and ("%q"):format(kind) or type(kind))) end
-    copy.kind = nil
-  end
-  return copy, message, reply, kind
+  copy.message, copy.reply = describe(hb.message), describe(hb.reply, true)
+  if type(hb.kind) == "function" then copy.kind = describe(hb.kind) end
+  return copy, hb.message, hb.reply, hb.kind
 end
 
 -- opts.auto_reply: one rule { match =, reply = } or a list of them. A rule of two
@@ -208,17 +195,6 @@ local function auto_answer(rules, target, encode, st, raw, message, kind)
   return false
 end
 
--- opts.kind: what c:send uses without a kind; nil is "auto".
-local function split_kind(opts, fname)
-  local kind = opts.kind
-  if kind == nil or kind == "auto" then return nil end
-  if not KINDS[kind] then
-    error(("bad argument #2 to '%s' (opts.kind: \"auto\", \"text\" or \"binary\" expected, got %s)")
-      :format(fname, type(kind) == "string" and ("%q"):format(kind) or type(kind)), user_level(3))
-  end
-  return kind
-end
-
 function mw.connect(url, opts)
   if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
   if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
@@ -227,10 +203,12 @@ function mw.connect(url, opts)
     local copy
     copy, codec = without_codec(opts, "mw.connect")
     auto_rules = split_auto_reply(copy, "mw.connect", codec)
-    copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat, "mw.connect", 2, "opts.heartbeat")
-    -- A codec may name its frames' kind (mw.protobuf's are binary); opts.kind wins.
-    kind = split_kind(copy, "mw.connect") or (codec and codec.kind)
-    copy.kind = nil
+    copy.heartbeat, hb_message, hb_reply, hb_kind = split_heartbeat(copy.heartbeat)
+    -- opts.kind: what c:send uses without a kind ("auto": none). Swift checks it with
+    -- the other options; a codec may name its frames' kind (mw.protobuf's are binary),
+    -- and opts.kind wins.
+    kind = copy.kind ~= "auto" and copy.kind or nil
+    kind = kind or (codec and codec.kind)
     if type(copy.framing) == "function" then
       framer, copy.framing = copy.framing, "custom"
     end
