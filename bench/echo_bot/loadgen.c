@@ -3,8 +3,9 @@
    pre-encoded message over and over, with a sequence number patched in, keeps WINDOW
    messages in flight (--window 1: strict ping-pong), and checks every reply byte for
    byte against the expected reply (the same message with the bot's one change) carrying
-   the same sequence number, in order. It does no decoding and allocates nothing per
-   message, so the bot is what limits the rate.
+   the same sequence number, in order (with --expect TEXT, for a bot that orders a JSON
+   object's keys its own way: the same length, the sequence number and TEXT). It does no
+   decoding and allocates nothing per message, so the bot is what limits the rate.
 
    Prints `READY <port>` once listening, serves one connection, then one JSON line:
    msgs/s and per-message latency (send of a message to the receipt of its reply) over
@@ -33,7 +34,7 @@
 
 static int port;
 static long long n = 100000, window = 256, warmup = -1;
-static const char *msg_path, *reply_path, *pid_path, *label = "bot";
+static const char *msg_path, *reply_path, *pid_path, *label = "bot", *expect;
 static long seq_at = -1;
 static int seq_decimal;      /* 0: a 5-byte varint, 1: 10 ASCII digits */
 static int opcode = 2;       /* 1 text, 2 binary */
@@ -259,6 +260,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--kind")) opcode = !strcmp(v, "text") ? 1 : 2;
         else if (!strcmp(o, "--client-pid-file")) pid_path = v;
         else if (!strcmp(o, "--label")) label = v;
+        else if (!strcmp(o, "--expect")) expect = v;
         else fail("unknown option %s", o);
         i++;
     }
@@ -271,7 +273,9 @@ int main(int argc, char **argv) {
     seq_width = seq_decimal ? SEQ_WIDTH_DECIMAL : SEQ_WIDTH_VARINT;
     msg = (uint8_t *)slurp(msg_path, &msg_len);
     reply = (uint8_t *)slurp(reply_path, &reply_len);
-    if ((size_t)seq_at + (size_t)seq_width > msg_len || (size_t)seq_at + (size_t)seq_width > reply_len)
+    if (expect && seq_at < 6)
+        fail("--expect needs 6 bytes before the sequence number");
+    if ((size_t)seq_at + (size_t)seq_width + 1 > msg_len || (size_t)seq_at + (size_t)seq_width > reply_len)
         fail("--seq-at %ld is past the message", seq_at);
 
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -306,7 +310,7 @@ int main(int argc, char **argv) {
     size_t hdr = frame_header(out, opcode, msg_len);
     size_t in_cap = 1 << 20, in_len = 0;
     uint8_t *in = malloc(in_cap);
-    uint8_t expect_seq[SEQ_WIDTH_DECIMAL];
+    uint8_t expect_seq[SEQ_WIDTH_DECIMAL], seq_pat[SEQ_WIDTH_DECIMAL + 7];
     long long sent = 0, got = 0;
     int64_t t0 = now_ns();
     double cpu0 = 0, self0 = 0;
@@ -379,7 +383,18 @@ int main(int argc, char **argv) {
             if (op != opcode || !(h[0] & 0x80))
                 fail("reply %lld: opcode %d (fin %d), expected %d", got, op, h[0] >> 7, opcode);
             put_seq(expect_seq, SEQ_BASE + (uint64_t)got);
-            if (len != reply_len || memcmp(p, reply, (size_t)seq_at) ||
+            if (expect) {
+                /* --expect: a bot free to order keys (JSON from a Lua table): the reply
+                   has the message's length, the sequence number with the 6 bytes before
+                   it and the one after (`seq":"1000000123"`), and the changed field */
+                memcpy(seq_pat, msg + seq_at - 6, 6);
+                memcpy(seq_pat + 6, expect_seq, (size_t)seq_width);
+                seq_pat[6 + seq_width] = msg[seq_at + seq_width];
+                if (len != reply_len || !memmem(p, len, seq_pat, (size_t)seq_width + 7) ||
+                    !memmem(p, len, expect, strlen(expect)))
+                    fail("reply %lld: %llu bytes (expected %zu), sequence number or %s missing", got,
+                         (unsigned long long)len, reply_len, expect);
+            } else if (len != reply_len || memcmp(p, reply, (size_t)seq_at) ||
                 memcmp(p + seq_at, expect_seq, (size_t)seq_width) ||
                 memcmp(p + seq_at + seq_width, reply + seq_at + seq_width, reply_len - (size_t)seq_at - (size_t)seq_width)) {
                 size_t d = 0;

@@ -9,20 +9,23 @@
 #   moonwire  bot.lua, codec = mw.protobuf.codec("echo.Envelope")
 #   picows    bot_picows.py, picows 2.3.1 on uvloop + Python's protobuf (upb)
 #   node      bot_node.js, Debian's node ws + the same message as JSON (JSON.parse/stringify)
+#   moonwire-json  bot.lua with codec = "json" on node's JSON: moonwire on node's format (the
+#             load generator checks its replies' length, sequence number and "hops":2, as
+#             a Lua table does not keep the keys' order)
 # Modes: `window` (WINDOW messages in flight, N of them) and `rtt` (one at a time, N_RTT).
 # Placements: `pinned` (load generator on CPU 0, bot on CPU 1) and `unpinned`.
 # Every (placement, run, mode) round runs every bot, starting with a different one each
 # run. Writes bench/results/echo_bot.md (medians, ranges, moonwire's ratios per run) and
 # bench/results/echo_bot.json (every run).
 # Knobs: MOONWIRE_BIN (set: nothing is built), BENCH_VENV (/tmp/moonwire-benchvenv),
-# RUNS (3), N (100000), N_RTT (20000), WINDOW (256), MODES (window,rtt),
-# PLACEMENTS (pinned,unpinned), BOTS (moonwire,picows,node), OUT (bench/results/echo_bot).
+# RUNS (3), N (60000), N_RTT (10000), WINDOW (256), MODES (window,rtt),
+# PLACEMENTS (pinned,unpinned), BOTS (moonwire,picows,node,moonwire-json), OUT (bench/results/echo_bot).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 here=bench/echo_bot
 venv=${BENCH_VENV:-/tmp/moonwire-benchvenv}
-runs=${RUNS:-3} n=${N:-100000} n_rtt=${N_RTT:-20000} window=${WINDOW:-256}
-modes=${MODES:-window,rtt} placements=${PLACEMENTS:-pinned,unpinned} bots=${BOTS:-moonwire,picows,node}
+runs=${RUNS:-3} n=${N:-60000} n_rtt=${N_RTT:-10000} window=${WINDOW:-256}
+modes=${MODES:-window,rtt} placements=${PLACEMENTS:-pinned,unpinned} bots=${BOTS:-moonwire,picows,node,moonwire-json}
 out=${OUT:-bench/results/echo_bot}
 
 need=()
@@ -68,6 +71,8 @@ one() {
     if [ "$placement" = pinned ]; then pin_lg=(taskset -c 0); pin_bot=(taskset -c 1); fi
     case $bot in
         node) lg=(--msg "$work/msg.json" --reply "$work/reply.json" --seq-at "$JSON_SEQ_AT" --seq-format decimal --kind text) ;;
+        moonwire-json) lg=(--msg "$work/msg.json" --reply "$work/reply.json" --seq-at "$JSON_SEQ_AT" --seq-format decimal --kind text
+                           --expect '"hops":2') ;;
         *) lg=(--msg "$work/msg.pb" --reply "$work/reply.pb" --seq-at "$PB_SEQ_AT" --kind binary) ;;
     esac
     if [ "$mode" = rtt ]; then lg+=(--n "$n_rtt" --window 1); else lg+=(--n "$n" --window "$window"); fi
@@ -79,6 +84,7 @@ one() {
     local url=ws://127.0.0.1:$port/
     case $bot in
         moonwire) cmd=("$MOONWIRE_BIN" run "$here/bot.lua" "$url") ;;
+        moonwire-json) cmd=("$MOONWIRE_BIN" run "$here/bot.lua" "$url" json) ;;
         picows) cmd=("$venv/bin/python" "$here/bot_picows.py" "$work/echo.desc" "$url") ;;
         node) cmd=(node "$here/bot_node.js" "$url") ;;
     esac
