@@ -53,6 +53,7 @@ if [ ! -x "$loadgen" ] || [ "$here/loadgen.c" -nt "$loadgen" ]; then
     cc -O2 -Wall -Wextra -o "$loadgen" "$here/loadgen.c" -lm
 fi
 
+export PYTHONDONTWRITEBYTECODE=1
 work=$(mktemp -d)
 bot_pid=
 cleanup() {
