@@ -120,6 +120,8 @@ def main():
     with open(out + ".json", "w") as f:
         json.dump({"meta": meta, "runs": runs}, f, indent=1)
         f.write("\n")
+    if failed:
+        sys.exit(f"echo_bot: {len(failed)} run(s) failed (listed in {out}.md)")
 
 
 if __name__ == "__main__":
