@@ -435,14 +435,52 @@ static void decode_entry(lua_State *L, decoder *d, const mwp_field *f, int map, 
     lua_rawset(L, map);
 }
 
-/* The table of repeated field or map `f` of the message at `t`, made the first time. */
-static void push_container(lua_State *L, decoder *d, const mwp_field *f, int t, seen_set *seen, uint32_t i) {
+/* How many elements of repeated field `f` start at p, where its tag `tag` is: the
+ * elements right after it with the same tag, or the values of a packed run; at most
+ * 1024. Only a size hint for the field's table (4 elements added one by one resize it
+ * three times): bytes that do not parse end the count, and decode reports them. */
+static int count_elements(const mwp_field *f, const uint8_t *p, const uint8_t *end, uint64_t tag) {
+    int wt = (int)(tag & 7), n = 0;
+    uint64_t t, len;
+    if (wt == 2 && packable(f->type)) {
+        const uint8_t *q = read_varint(p, end, &t);
+        if (q) q = read_varint(q, end, &len);
+        if (!q || len > (uint64_t)(end - q)) return 0;
+        int fixed = wire_type(f->type);
+        if (fixed == 1) return len / 8 < 1024 ? (int)(len / 8) : 1024;
+        if (fixed == 5) return len / 4 < 1024 ? (int)(len / 4) : 1024;
+        for (const uint8_t *stop = q + len; q < stop && n < 1024; q++) n += *q < 0x80;
+        return n;
+    }
+    while (p < end && n < 1024) {
+        const uint8_t *q = read_varint(p, end, &t);
+        if (!q || t != tag) break;
+        switch (wt) {
+        case 0: q = read_varint(q, end, &len); break;
+        case 1: q = end - q >= 8 ? q + 8 : NULL; break;
+        case 5: q = end - q >= 4 ? q + 4 : NULL; break;
+        case 2:
+            q = read_varint(q, end, &len);
+            q = q && len <= (uint64_t)(end - q) ? q + len : NULL;
+            break;
+        default: q = NULL;
+        }
+        if (!q) break;
+        n++;
+        p = q;
+    }
+    return n;
+}
+
+/* The table of repeated field or map `f` of the message at `t`, made the first time
+ * (with room for `narr` elements). */
+static void push_container(lua_State *L, decoder *d, const mwp_field *f, int t, seen_set *seen, uint32_t i, int narr) {
     if (seen_get(seen, i) != 0) {
         lua_rawgeti(L, d->names, f->name_id);
         if (lua_rawget(L, t) == LUA_TTABLE) return;
         lua_pop(L, 1);
     }
-    lua_createtable(L, 0, 0);
+    lua_createtable(L, narr, 0);
     lua_pushvalue(L, f->map ? d->object_mt : d->array_mt);
     lua_setmetatable(L, -2);
     lua_rawgeti(L, d->names, f->name_id);
@@ -504,12 +542,12 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
             size_t len;
             if (wt != 2) dfail(L, d, depth + 1, start, "wire type %d (%s) for a map", wt, wire_name(wt));
             p = dlength(L, d, depth + 1, p, end, &len);
-            push_container(L, d, f, t, &seen, i);
+            push_container(L, d, f, t, &seen, i, 0);
             decode_entry(L, d, f, lua_gettop(L), p, p + len, depth + 1);
             lua_pop(L, 1);
             p += len;
         } else if (f->repeated) {
-            push_container(L, d, f, t, &seen, i);
+            push_container(L, d, f, t, &seen, i, seen_get(&seen, i) ? 0 : count_elements(f, start, end, tag));
             int a = lua_gettop(L);
             lua_Integer n = (lua_Integer)lua_rawlen(L, a);
             if (wt == 2 && packable(f->type)) {
@@ -594,7 +632,7 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
             if (present) continue;
         }
         if (f->repeated) {
-            push_container(L, d, f, t, &seen, i);
+            push_container(L, d, f, t, &seen, i, 0);
             lua_pop(L, 1);
         } else {
             lua_rawgeti(L, d->names, f->name_id);
