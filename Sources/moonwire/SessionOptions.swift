@@ -4,7 +4,9 @@ import MoonwireLua
 
 /// How `connect` and `listen` show messages and read input: the flags both take.
 struct SessionOptions: ParsableArguments {
-    enum BinaryForm: String, ExpressibleByArgument, CaseIterable {
+    /// Not CaseIterable: the help line names the forms itself, in one line
+    /// (`connect --help` fits in 45).
+    enum BinaryForm: String, ExpressibleByArgument {
         case hex, base64, text
     }
 

@@ -7,7 +7,7 @@ import Testing
 /// Issue 4's fault tests: `ManagedConnection` against a `MessageServer` on loopback, with
 /// the faults real networks produce. Every wait is for an event and has its own timeout;
 /// the only sleeps are the short quiet periods that show something did *not* happen.
-@Suite("ManagedConnection faults over loopback", .serialized, .timeLimit(.minutes(1)))
+@Suite("ManagedConnection faults over loopback", .serialized, .timeLimit(.minutes(5)))
 struct ManagedConnectionFaultTests {
     /// Retries fast, for ever unless `attempts` says otherwise.
     static func fast(attempts: Int? = nil) -> ReconnectPolicy {
