@@ -16,7 +16,7 @@ package.cpath = host.lua_cpath .. package.cpath
 -- the user's line, the check that the caller may wait (before the call's side
 -- effects), resume for the coroutines it keeps (they report errors as mw.spawn's
 -- do), waiters in a list; and the bounded inbox, option checks, handler lists and
--- URL escaping below. Their waits are mw.future's.
+-- URL escaping below. Their waits are mw.future's (wait_next: the next time).
 local misuse = prelude.misuse
 
 -- A bounded inbox: what nobody took yet, oldest first. A push into a full one
@@ -106,7 +106,28 @@ local function url_unescape(s)
   return (s:gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
 end
 
+-- The next time something happens to `obj` (a namespace joined, connection_ack):
+-- every caller of wait_next waits on one future, kept in obj[key] until
+-- fire_next wakes them all with its values; each caller's timeout is its own
+-- (nil, "timeout"). `name` names the wait in errors ("waiting in s:wait_connected").
+local function wait_next(obj, key, name, timeout)
+  local f = obj[key]
+  if not f then
+    f = mw.future(name)
+    obj[key] = f
+  end
+  return f:wait(timeout)
+end
+
+local function fire_next(obj, key, ...)
+  local f = obj[key]
+  obj[key] = nil
+  if f then f:set(...) end
+end
+
 local kit = {
+  wait_next = wait_next,
+  fire_next = fire_next,
   url_escape = url_escape,
   url_unescape = url_unescape,
   inbox = inbox,

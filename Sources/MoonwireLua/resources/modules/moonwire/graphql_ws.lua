@@ -147,20 +147,10 @@ kit.define_handlers(Client, "client", { "reconnect", "error" })
 function Client:wait_ready(timeout)
   if self.state == "ready" then return true end
   if self.state == "closed" then return nil, self.final_error or "closed" end
-  -- One future for every caller until the wait ends; a caller's timeout is its own.
-  local ready = self.ready
-  if not ready then
-    ready = mw.future("client:wait_ready")
-    self.ready = ready
-  end
-  return ready:wait(timeout)
+  return kit.wait_next(self, "ready", "client:wait_ready", timeout)
 end
 
-function Client:_wake_ready(...)
-  local ready = self.ready
-  self.ready = nil
-  if ready then ready:set(...) end
-end
+function Client:_wake_ready(...) kit.fire_next(self, "ready", ...) end
 
 function Client:_opened(info)
   local protocol = info.protocol

@@ -605,20 +605,10 @@ function Socket:wait_connected(timeout)
   end
   if self.state == "connected" then return true end
   if self:_final() then return nil, self.final_reason or "disconnected" end
-  -- One future for every caller until the wait ends; a caller's timeout is its own.
-  local joined = self.joined
-  if not joined then
-    joined = mw.future("s:wait_connected")
-    self.joined = joined
-  end
-  return joined:wait(timeout)
+  return kit.wait_next(self, "joined", "s:wait_connected", timeout)
 end
 
-local function wake_connect_waiters(s, ...)
-  local joined = s.joined
-  s.joined = nil
-  if joined then joined:set(...) end
-end
+local function wake_connect_waiters(s, ...) kit.fire_next(s, "joined", ...) end
 
 function Socket:_send_packet(ptype, id, data, atts)
   local client = self.client
