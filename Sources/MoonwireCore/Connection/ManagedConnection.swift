@@ -105,34 +105,9 @@ public final class ManagedConnection {
         }
     }
 
-    public enum SendResult: Equatable {
-        case sent
-        case queued
-        /// The budget is full and its overflow rule is `error`; the message was not taken.
-        case queueFull
-        /// The message alone is larger than the byte budget; it was not taken.
-        case tooLarge
-        /// Closing or closed: nothing will be sent.
-        case closed
-    }
+    public typealias SendResult = MoonwireCore.SendResult
 
-    public struct Stats {
-        public var sent = 0
-        public var received = 0
-        public var bytesSent = 0
-        public var bytesReceived = 0
-        public var reconnects = 0
-        /// Messages waiting in the queue (connection down, or the socket full).
-        public var queued = 0
-        /// Bytes waiting: the queue plus what the socket has not taken yet.
-        public var buffered = 0
-        public var dropped = 0
-        /// The peer's probes answered by ``Configuration/autoReply`` or ``answerProbe(_:kind:)``.
-        public var autoReplies = 0
-        public var lastRTT: Double?
-        /// The steps of the last dial that opened.
-        public var connectTiming: ConnectTiming?
-    }
+    public typealias Stats = SessionStats
 
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
@@ -209,15 +184,16 @@ public final class ManagedConnection {
     public var url: TransportURL { transport.url }
 
     public var stats: Stats {
-        let s = transport.stats
-        return Stats(
-            sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
-            reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
-            autoReplies: autoReplies,
-            lastRTT: heartbeat.monitor.lastRTT.map { Double($0.nanoseconds) / 1e9 },
-            connectTiming: openInfo?.timing
-        )
+        var stats = Stats(transport.stats, outbound: outbound, autoReplies: autoReplies, lastRTT: heartbeat.monitor.lastRTT)
+        stats.reconnects = lifecycle.reconnects
+        stats.connectTiming = openInfo?.timing
+        return stats
     }
+
+    public var sessionStats: SessionStats { stats }
+
+    /// Open: messages flow.
+    public var isOpen: Bool { lifecycle.state == .open }
 
     public func start() {
         drive(lifecycle.start())
@@ -252,7 +228,7 @@ public final class ManagedConnection {
         }
         let offer = outbound.offer(bytes: bytes, kind: kind, direct: direct)
         if offer == .sent { outboundWrote(messages: 1, payloadBytes: bytes.count) }
-        return result(of: offer)
+        return SendResult(offer)
     }
 
     /// Hands a message to the outbound budget: written now, queued, or refused.
@@ -270,18 +246,7 @@ public final class ManagedConnection {
         case .full, .tooLarge, .unsendable:
             break
         }
-        return result(of: offer)
-    }
-
-    private func result(of offer: OutboundBuffer.Offer) -> SendResult {
-        switch offer {
-        case .sent: return .sent
-        case .queued, .dropped: return .queued
-        case .full: return .queueFull
-        case .tooLarge: return .tooLarge
-        // A message the open transport cannot carry (a TCP framing's limits): lastRefusal says why.
-        case .unsendable: return .closed
-        }
+        return SendResult(offer)
     }
 
     /// The byte budget (`queue.bytes`).
@@ -473,6 +438,8 @@ public final class ManagedConnection {
         }
     }
 }
+
+extension ManagedConnection: MessageSession {}
 
 extension ManagedConnection: HeartbeatOwner {
     func heartbeatSendPing(_ payload: ByteBuffer) {

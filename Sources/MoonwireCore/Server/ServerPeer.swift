@@ -105,13 +105,13 @@ public final class ServerPeer {
 
     /// ``send(_:kind:)`` for bytes valid only for the call (a Lua string's): written straight
     /// from them when the socket can take the message now, copied only when it must wait
-    /// (the one way a client connection's sends go too).
-    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) -> OutboundBuffer.Offer {
-        try self.sendIfOpen {
-            let offer = self.outbound.offer(bytes: bytes, kind: kind)
-            if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
-            return offer
-        }
+    /// (the one way a client connection's sends go too). `.closed` when the peer is not
+    /// open, or its transport cannot carry the message (``lastRefusal`` says why).
+    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> SendResult {
+        guard self.isOpen else { return .closed }
+        let offer = self.outbound.offer(bytes: bytes, kind: kind)
+        if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
+        return SendResult(offer)
     }
 
     private func sendIfOpen(_ offer: () -> OutboundBuffer.Offer) throws(UsageError) -> OutboundBuffer.Offer {
@@ -147,24 +147,36 @@ public final class ServerPeer {
         return nil
     }
 
-    /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``; within the
-    /// peer's budget like any message. Nothing when the peer is not open.
+    /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``: at once, ahead
+    /// of the queue, within the peer's byte budget (skipped when it does not fit), as a
+    /// client's are. Nothing when the peer is not open.
     public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard self.isOpen else { return }
         self.autoReplies += 1
-        _ = self.offer(OutboundMessage(reply, kind: kind))
+        if self.outbound.offer(OutboundMessage(reply, kind: kind), direct: true) == .sent {
+            self.outboundWrote(messages: 1, payloadBytes: reply.readableBytes)
+        }
     }
 
-    /// Sends a WebSocket ping; throws for TCP.
-    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
-        guard case .webSocket(let handler)? = self.link else { throw .noPing }
-        try handler.ping(payload)
+    /// Sends a WebSocket ping; false for TCP (no ping) or when the peer is not open.
+    @discardableResult
+    public func ping(_ payload: ByteBuffer = ByteBuffer()) -> Bool {
+        guard case .webSocket(let handler)? = self.link, self.isOpen else { return false }
+        return (try? handler.ping(payload)) != nil
+    }
+
+    /// False for TCP: there is no ping.
+    public var supportsPing: Bool {
+        if case .tcp? = self.link { return false }
+        return true
     }
 
     /// Closes the connection in order: a WebSocket close handshake (`code` 1000, 1001,
     /// 3000–4999, ...), or for TCP FIN after pending writes (the code is only reported).
-    /// What the peer's queue held is dropped (counted); what the socket took goes out first.
-    public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) {
+    /// What the peer's queue held is dropped (counted, and returned); what the socket took
+    /// goes out first.
+    @discardableResult
+    public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) -> Int {
         var close: WebSocketClose?
         if case .webSocket? = self.link {
             do {
@@ -173,7 +185,7 @@ public final class ServerPeer {
                 throw .control(error)
             }
         }
-        self.outbound.dropQueue()
+        let dropped = self.outbound.dropQueue()
         switch self.link {
         case .webSocket(let handler)?:
             if let close { handler.close(close) }
@@ -182,7 +194,16 @@ public final class ServerPeer {
         case nil:
             self.channel.close(promise: nil)
         }
+        return dropped
     }
+
+    public var sessionStats: SessionStats {
+        SessionStats(self.stats, outbound: self.outbound, autoReplies: self.autoReplies, lastRTT: self.heartbeat.monitor.lastRTT)
+    }
+
+    public var isOverBudget: Bool { self.outbound.budgetReached }
+    public var refusedByProcessBudget: Bool { self.outbound.refusedByPool }
+    public var lastRefusal: String? { self.outbound.lastRefusal }
 
     // MARK: Fault injection
 
@@ -297,10 +318,12 @@ public final class ServerPeer {
     }
 }
 
+extension ServerPeer: MessageSession {}
+
 extension ServerPeer: HeartbeatOwner {
     func heartbeatSendPing(_ payload: ByteBuffer) {
         // A TCP peer has no ping: its silence alone decides.
-        try? self.ping(payload)
+        self.ping(payload)
     }
 
     func heartbeatPeerIsDead() {
