@@ -37,12 +37,9 @@ public final class ServerPeer {
     /// server's options for it.
     private let autoReply: AutoReply?
 
-    enum Link {
-        case webSocket(WebSocketHandler<ServerPeer>)
-        case tcp(FramedChannelHandler)
-    }
+    typealias Link = ChannelLink<ServerPeer>
 
-    private(set) var link: Link!
+    private(set) var link: Link?
     private weak var server: MessageServer?
     /// Announced to the delegate (TCP up, TLS and the WebSocket handshake done).
     private(set) var isConnected = false
@@ -86,11 +83,7 @@ public final class ServerPeer {
     /// True while messages can be sent.
     public var isOpen: Bool {
         guard self.isConnected, !self.isClosed else { return false }
-        switch self.link {
-        case .webSocket(let handler)?: return handler.isOpen
-        case .tcp(let handler)?: return handler.isOpen
-        case nil: return false
-        }
+        return self.link?.isOpen ?? false
     }
 
     // MARK: Talking
@@ -142,10 +135,7 @@ public final class ServerPeer {
 
     /// The compression state, when this WebSocket peer negotiated it (its frames cannot be
     /// shared with other peers).
-    var deflate: PerMessageDeflate? {
-        if case .webSocket(let handler)? = self.link { return handler.deflate }
-        return nil
-    }
+    var deflate: PerMessageDeflate? { self.link?.deflate }
 
     /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``: at once, ahead
     /// of the queue, within the peer's byte budget (skipped when it does not fit), as a
@@ -161,8 +151,8 @@ public final class ServerPeer {
     /// Sends a WebSocket ping; false for TCP (no ping) or when the peer is not open.
     @discardableResult
     public func ping(_ payload: ByteBuffer = ByteBuffer()) -> Bool {
-        guard case .webSocket(let handler)? = self.link, self.isOpen else { return false }
-        return (try? handler.ping(payload)) != nil
+        guard let link = self.link, self.isOpen else { return false }
+        return (try? link.ping(payload)) != nil
     }
 
     /// False for TCP: there is no ping.
@@ -177,21 +167,11 @@ public final class ServerPeer {
     /// goes out first.
     @discardableResult
     public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) -> Int {
-        var close: WebSocketClose?
-        if case .webSocket? = self.link {
-            do {
-                close = try WebSocketClose(code: Int(code), reason: reason)
-            } catch {
-                throw .control(error)
-            }
-        }
+        let frame = try self.link?.closeFrame(code: code, reason: reason)
         let dropped = self.outbound.dropQueue()
-        switch self.link {
-        case .webSocket(let handler)?:
-            if let close { handler.close(close) }
-        case .tcp(let handler)?:
-            handler.close(code: code, reason: reason)
-        case nil:
+        if let link = self.link {
+            link.close(frame, code: code, reason: reason)
+        } else {
             self.channel.close(promise: nil)
         }
         return dropped
@@ -249,10 +229,10 @@ public final class ServerPeer {
     }
 
     private func drop(reset: Bool, reason: String) {
-        switch self.link {
-        case .webSocket(let handler)?: handler.abort(reset: reset, reason: reason)
-        case .tcp(let handler)?: handler.abort(reset: reset, reason: reason)
-        case nil: self.channel.close(promise: nil)
+        if let link = self.link {
+            link.abort(reset: reset, reason: reason)
+        } else {
+            self.channel.close(promise: nil)
         }
     }
 
@@ -264,11 +244,7 @@ public final class ServerPeer {
         guard !self.isConnected, !self.isClosed else { return }
         self.isConnected = true
         self.request.subprotocol = subprotocol
-        switch self.link {
-        case .webSocket(let handler)?: self.outbound.attach(self.channel, link: .serverWebSocket(handler))
-        case .tcp(let handler)?: self.outbound.attach(self.channel, link: .tcp(handler))
-        case nil: break
-        }
+        if let outbound = self.link?.outbound { self.outbound.attach(self.channel, link: outbound) }
         self.heartbeat.start()
         var request = self.request
         request.headers = headers
@@ -350,6 +326,8 @@ extension ServerPeer: OutboundWriter {
 }
 
 extension ServerPeer: ChannelOwner {
+    static func budgetLink(_ handler: WebSocketHandler<ServerPeer>) -> OutboundLink? { .serverWebSocket(handler) }
+
     func handlerReceivedPing() {
         self.heartbeat.didReceivePing()
     }
