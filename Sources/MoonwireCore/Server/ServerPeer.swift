@@ -29,13 +29,14 @@ public final class ServerPeer {
     /// The channel, for diagnostics and tests.
     public let channel: Channel
     /// The outbound budget: what the socket cannot take yet waits here, bounded.
-    public let outbound: OutboundBuffer
+    public var outbound: OutboundBuffer { self.core.outbound }
     /// The peer's probes answered by the server's ``MessageServerOptions/autoReply`` or
     /// ``answerProbe(_:kind:)``.
-    public private(set) var autoReplies = 0
-    /// The server's `auto_reply`, kept here: the message path does not go through the
-    /// server's options for it.
-    private let autoReply: AutoReply?
+    public var autoReplies: Int { self.core.autoReplies }
+    /// The send budget, the heartbeat and the server's `auto_reply` (kept here: the message
+    /// path does not go through the server's options for it): what a client has too.
+    private let core: SessionCore
+    private var heartbeat: HeartbeatDriver { self.core.heartbeat }
 
     typealias Link = ChannelLink<ServerPeer>
 
@@ -44,7 +45,6 @@ public final class ServerPeer {
     /// Announced to the delegate (TCP up, TLS and the WebSocket handshake done).
     private(set) var isConnected = false
     private(set) var isClosed = false
-    private let heartbeat: HeartbeatDriver
     private var resumeTimer: ClockTask?
     /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
     /// close frame came back (the peer does not read, so it rarely does).
@@ -57,13 +57,11 @@ public final class ServerPeer {
         self.request = request
         self.server = server
         let options = server.options
-        self.heartbeat = HeartbeatDriver(options.heartbeat, eventLoop: channel.eventLoop)
-        self.autoReply = options.autoReply
-        self.outbound = OutboundBuffer(
-            limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow, pool: server.sendBudget
+        self.core = SessionCore(
+            limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow, pool: server.sendBudget,
+            heartbeat: options.heartbeat, autoReply: options.autoReply, eventLoop: channel.eventLoop
         )
-        self.outbound.writer = self
-        self.heartbeat.owner = self
+        self.core.own(self)
     }
 
     /// Creates the WebSocket handler; the caller adds it to the pipeline.
@@ -142,10 +140,7 @@ public final class ServerPeer {
     /// client's are. Nothing when the peer is not open.
     public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard self.isOpen else { return }
-        self.autoReplies += 1
-        if self.outbound.offer(OutboundMessage(reply, kind: kind), direct: true) == .sent {
-            self.outboundWrote(messages: 1, payloadBytes: reply.readableBytes)
-        }
+        self.core.answerProbe(reply, kind: kind)
     }
 
     /// Sends a WebSocket ping; false for TCP (no ping) or when the peer is not open.
@@ -178,7 +173,7 @@ public final class ServerPeer {
     }
 
     public var sessionStats: SessionStats {
-        SessionStats(self.stats, outbound: self.outbound, autoReplies: self.autoReplies, lastRTT: self.heartbeat.monitor.lastRTT)
+        self.core.stats(self.stats)
     }
 
     public var isOverBudget: Bool { self.outbound.budgetReached }
@@ -255,7 +250,7 @@ public final class ServerPeer {
     func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         self.stats.countReceived(bytes: message.readableBytes)
         self.heartbeat.didReceiveMessage()
-        if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
+        if let (reply, replyKind) = self.core.autoReply?.answer(to: message, kind: kind) {
             self.answerProbe(reply, kind: replyKind)
             return
         }
