@@ -97,6 +97,7 @@ let package = Package(
             resources: [
                 .embedInCode("resources/prelude/runtime.lua"),
                 .embedInCode("resources/prelude/connections.lua"),
+                .embedInCode("resources/prelude/sessions.lua"),
                 .embedInCode("resources/prelude/servers.lua"),
                 .embedInCode("resources/prelude/glue.lua"),
                 .embedInCode("resources/prelude/metrics.lua"),

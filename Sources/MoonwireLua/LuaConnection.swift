@@ -8,7 +8,7 @@ import NIOCore
 /// it and the userdata, so a script that dropped its handle still gets events
 /// and keeps running. It holds the runtime weakly: an event that arrives after
 /// the script's state is gone finds nothing and is dropped.
-final class LuaConnection: ManagedConnectionDelegate {
+final class LuaConnection: LuaSession, ManagedConnectionDelegate {
     static let className = "moonwire.connection"
     /// What a method's misuse says was expected.
     static let typeName = "connection"
@@ -16,15 +16,12 @@ final class LuaConnection: ManagedConnectionDelegate {
     weak var runtime: ScriptRuntime?
     let connection: ManagedConnection
     let closeTimeout: TimeAmount
-    var handle: LuaReference?
-    /// `codec = "json"`, `"msgpack"` or `"cbor"`: messages are decoded from their bytes
-    /// and sends encoded straight into the frame, by the native codec.
-    var codec: NativeCodec?
 
-    init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount) {
+    init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount, codec: NativeCodec?) {
         self.runtime = runtime
         self.connection = connection
         self.closeTimeout = closeTimeout
+        super.init(session: connection, codec: codec)
     }
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {

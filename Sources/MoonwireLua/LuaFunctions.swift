@@ -20,7 +20,9 @@ import CLuaShim
 public struct LuaFunction<Owner: AnyObject> {
     public let key: String
     /// The name errors show when it is not the table's: a private helper of the
-    /// prelude (`_over_budget`) raises as what the user called (`c:drain`).
+    /// prelude (`_over_budget`) raises as what the user called (`c:drain`). Starting
+    /// with `:`, a method of the table's object (`:drain` is `c:drain` among `c:`'s
+    /// methods and `peer:drain` among `peer:`'s).
     let shownAs: String?
     /// Called by a prelude wrapper: errors are placed at the wrapper's caller.
     let wrapped: Bool
@@ -52,13 +54,18 @@ public struct LuaFunctions<Owner: AnyObject> {
         Self(prefix: module + ".", isMethod: false, list: list)
     }
 
+    private static func name(shownAs: String?, prefix: String, key: String) -> String {
+        guard let shownAs else { return prefix + key }
+        return shownAs.hasPrefix(":") ? prefix + shownAs.dropFirst() : shownAs
+    }
+
     /// The functions with `owner` as their first argument, keyed as declared. The entries
     /// are appended to `entries`, which must live as long as Lua can call them (the
     /// owner keeps them, and the owner outlives its Lua state's calls).
     public func bound(to owner: Owner, keeping entries: inout [LuaFunctionEntry]) -> [(key: String, entry: LuaFunctionEntry)] {
         list.map { function in
             let entry = BoundLuaFunction(
-                name: function.shownAs ?? prefix + function.key, isMethod: isMethod, wrapped: function.wrapped,
+                name: Self.name(shownAs: function.shownAs, prefix: prefix, key: function.key), isMethod: isMethod, wrapped: function.wrapped,
                 owner: owner, body: function.body
             )
             entries.append(entry)

@@ -45,11 +45,9 @@ final class LuaServer: MessageServerDelegate {
 
     func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         observer?.server(server, peer: peer, didReceive: message, kind: kind)
-        guard let handle = peers[peer.id]?.handle, let runtime else { return }
-        runtime.dispatch(.message, for: self) { lua in
-            lua.push(handle)
-            return 1 + lua.pushMessage(message, kind: kind, codec: codec)
-        }
+        // The one dispatcher of both roles' messages, with the peer as the session.
+        guard let p = peers[peer.id] else { return }
+        runtime?.dispatch(.message, for: p) { lua in lua.pushMessage(message, kind: kind, codec: p.codec) }
     }
 
     func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
@@ -67,11 +65,8 @@ final class LuaServer: MessageServerDelegate {
 
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {
         observer?.server(server, peerDidDrain: peer)
-        guard let handle = peers[peer.id]?.handle else { return }
-        runtime?.dispatch(.drain, for: self) { lua in
-            lua.push(handle)
-            return 1
-        }
+        guard let p = peers[peer.id] else { return }
+        runtime?.dispatch(.drain, for: p) { _ in 0 }
     }
 
     func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {
@@ -95,17 +90,14 @@ final class LuaServer: MessageServerDelegate {
     }
 }
 
-/// One client of a `mw.listen` server.
-final class LuaPeer {
+/// One client of a `mw.listen` server: a ``LuaSession`` whose codec is its server's.
+final class LuaPeer: LuaSession {
     static let className = "moonwire.peer"
 
     let peer: ServerPeer
-    var handle: LuaReference?
-    /// Its server's native codec.
-    let codec: NativeCodec?
 
     init(peer: ServerPeer, codec: NativeCodec?) {
         self.peer = peer
-        self.codec = codec
+        super.init(session: peer, codec: codec)
     }
 }

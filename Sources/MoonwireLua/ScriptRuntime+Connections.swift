@@ -6,7 +6,8 @@ import NIOCore
 /// `mw.connect` and the connection methods implemented in Swift; the prelude
 /// adds the Lua ones (on_*, receive, wait_open, request, the codec).
 extension ScriptRuntime {
-    /// The prelude's connection event dispatchers.
+    /// The prelude's dispatchers of a session's events (`message` and `drain` for both
+    /// roles, the rest a client's).
     /// Numbered so that a dispatcher is found by position: a dictionary keyed by
     /// the name would hash it for every message.
     enum ConnectionEvent: Int, CaseIterable {
@@ -22,7 +23,8 @@ extension ScriptRuntime {
         }
     }
 
-    static let connectionMethods = LuaFunctions<ScriptRuntime>.methods(of: "c", [
+    /// The methods only a client has; with ``sessionMethods``, those of `c:`.
+    static let connectionMethods = LuaFunctions<ScriptRuntime>.methods(of: "c", sessionMethods + [
         LuaFunction("heartbeat", wrapped: true) { rt, args in
             let c = try rt.connection(args)
             var holder = try LuaOptionTable(.table([.text("heartbeat"): try args.lua.value(at: args.index(1))]), function: args.function, argument: 1, path: "")
@@ -42,64 +44,15 @@ extension ScriptRuntime {
             c.connection.setReconnect(setting.value)
             return 0
         },
-        LuaFunction("send", wrapped: true) { rt, args in try rt.send(args) },
-        LuaFunction("send_now", wrapped: true) { rt, args in try rt.send(args, now: true) },
+        LuaFunction("send_now", wrapped: true) { rt, args in
+            try rt.withConnection(args) { c in try rt.send(args, on: c, now: true) { c.connection.sendNow(bytes: $0, kind: $1) } }
+        },
         LuaFunction("ready", wrapped: true) { rt, args in
             args.lua.push(try rt.connection(args).connection.ready())
             return 1
         },
-        LuaFunction("ping") { rt, args in
-            let c = try rt.connection(args)
-            guard c.connection.supportsPing else {
-                throw LuaArgumentError("c:ping: a tcp:// or tls:// connection has no ping; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })")
-            }
-            let payload = args.isNoneOrNil(1) ? [] : try args.bytes(1)
-            guard let ping = try? WebSocketPing(ByteBuffer(bytes: payload)) else {
-                throw args.error(1, "a ping payload is at most \(WebSocketPing.maxPayload) bytes")
-            }
-            if c.connection.ping(ping.payload) {
-                args.lua.push(true)
-                return 1
-            }
-            args.lua.pushNil()
-            args.lua.push("not open")
-            return 2
-        },
-        LuaFunction("close") { rt, args in
-            let c = try rt.connection(args)
-            let (code, reason) = try args.closeCodeAndReason()
-            args.lua.push(c.connection.close(code: code, reason: reason))
-            return 1
-        },
         LuaFunction("state") { rt, args in
             args.lua.push(try rt.connection(args).connection.state)
-            return 1
-        },
-        LuaFunction("stats") { rt, args in
-            let s = try rt.connection(args).connection.stats
-            var table: [LuaValue: LuaValue] = [
-                .text("sent"): .integer(Int64(s.sent)), .text("received"): .integer(Int64(s.received)),
-                .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
-                .text("reconnects"): .integer(Int64(s.reconnects)), .text("queued"): .integer(Int64(s.queued)),
-                .text("buffered"): .integer(Int64(s.buffered)), .text("dropped"): .integer(Int64(s.dropped)),
-                .text("auto_replies"): .integer(Int64(s.autoReplies)),
-            ]
-            if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
-            if let timing = s.connectTiming {
-                // The last dial that opened, in seconds: { dns, tcp, tls?, handshake?, total }.
-                var steps: [LuaValue: LuaValue] = [:]
-                let named: [(String, TimeAmount?)] = [
-                    ("dns", timing.dns), ("tcp", timing.tcp), ("tls", timing.tls), ("handshake", timing.handshake), ("total", timing.total),
-                ]
-                for case let (name, amount?) in named { steps[.text(name)] = .number(RunMetrics.seconds(amount)) }
-                table[.text("connect")] = .table(steps)
-            }
-            args.lua.push(LuaValue.table(table))
-            return 1
-        },
-        // For the prelude's drain(): true while the budget is reached (drain waits).
-        LuaFunction("_over_budget", shownAs: "c:drain") { rt, args in
-            args.lua.push(try rt.connection(args).connection.isOverBudget)
             return 1
         },
         // For the prelude's inbox: stop (true) or resume (false) reading from the socket.
@@ -129,8 +82,7 @@ extension ScriptRuntime {
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
-        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout)
-        c.codec = parsed.codec
+        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout, codec: parsed.codec)
         framer.connection = c
         managed.delegate = c
         c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
@@ -165,45 +117,14 @@ extension ScriptRuntime {
         }
     }
 
-    /// `c:send`, or with `now` `c:send_now` (past a held queue, never queued).
-    private func send(_ args: LuaArguments, now: Bool = false) throws -> Int32 {
-        try withConnection(args) { c in try send(args, on: c, now: now) }
-    }
-
-    private func send(_ args: LuaArguments, on c: LuaConnection, now: Bool) throws -> Int32 {
-        let sent = try args.withMessage(at: 1, kindAt: 2, codec: c.codec) { bytes, kind in
-            now ? c.connection.sendNow(bytes: bytes, kind: kind) : c.connection.send(bytes: bytes, kind: kind)
-        }
-        let refusal: String
-        switch sent {
-        case .sent, .queued:
-            args.lua.push(true)
-            return 1
-        case .queueFull:
-            metrics.registry.add(metrics.refused)
-            refusal = self.refusal("queue full", byProcessBudget: c.connection.refusedByProcessBudget)
-        case .tooLarge:
-            metrics.registry.add(metrics.refused)
-            refusal = self.refusal("message too large", byProcessBudget: c.connection.refusedByProcessBudget)
-        case .closed:
-            // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
-            if c.connection.state == "open", let reason = c.connection.lastRefusal {
-                throw args.error(1, reason)
-            }
-            refusal = now ? "not open" : "closed"
-        }
-        args.lua.pushNil()
-        args.lua.push(refusal)
-        return 2
-    }
-
     /// The warning a connection or peer logs the first time its budget turned a message away.
     func warnBudgetReached(_ what: String, queued: Int, buffered: Int) {
         options.logger.warning("\(what) reached its send budget (\(queued) messages, \(buffered) bytes waiting): sends are refused or dropped until it drains")
     }
 
-    /// Calls the prelude's dispatcher for `event` with the connection and what `push` pushes.
-    func dispatch(_ event: ConnectionEvent, for c: LuaConnection, push: (LuaState) -> Int32) {
+    /// Calls the prelude's dispatcher for `event` with the session (a connection or a
+    /// peer) and what `push` pushes.
+    func dispatch(_ event: ConnectionEvent, for c: LuaSession, push: (LuaState) -> Int32) {
         callDispatcher(connectionEvents[event.rawValue], with: c.handle, push: push)
     }
 

@@ -43,10 +43,9 @@ extension ScriptRuntime {
         // peer's probe (the rules of two strings are answered in Core).
         LuaFunction("auto_answer", shownAs: "auto_reply") { _, args in
             let (reply, kind) = try args.message(at: 2, kindAt: 3)
-            if let c = args.lua.object(at: args.index(1), class: LuaConnection.className, as: LuaConnection.self) {
-                c.connection.answerProbe(reply, kind: kind)
-            } else if let p = args.lua.object(at: args.index(1), class: LuaPeer.className, as: LuaPeer.self) {
-                p.peer.answerProbe(reply, kind: kind)
+            if let s = args.lua.object(at: args.index(1), class: LuaConnection.className, as: LuaSession.self)
+                ?? args.lua.object(at: args.index(1), class: LuaPeer.className, as: LuaSession.self) {
+                s.session.answerProbe(reply, kind: kind)
             } else {
                 throw args.typeError(1, expected: "peer")
             }

@@ -80,7 +80,7 @@ public final class RunMetrics {
     }
 
     private static func totals(of s: ManagedConnection.Stats) -> [Double] {
-        [s.received, s.sent, s.bytesReceived, s.bytesSent, s.reconnects, s.dropped].map(Double.init)
+        [s.received, s.sent, s.bytesReceived, s.bytesSent, s.reconnects ?? 0, s.dropped].map(Double.init)
     }
 
     func dialing(_ c: LuaConnection) {

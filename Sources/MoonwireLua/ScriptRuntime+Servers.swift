@@ -8,9 +8,10 @@ import NIOCore
 /// `mw.listen`, the server and peer methods implemented in Swift; the prelude
 /// adds the handlers (on_connect, on_message, on_close) and the codec.
 extension ScriptRuntime {
-    /// Numbered like `ConnectionEvent`; the name is the prelude's.
+    /// Numbered like `ConnectionEvent`; the name is the prelude's. A peer's messages and
+    /// drains go to the dispatchers of every session (``ConnectionEvent``).
     enum ServerEvent: Int, CaseIterable {
-        case connect, message, close, drain
+        case connect, close
 
         var name: String { "\(self)" }
     }
@@ -55,35 +56,8 @@ extension ScriptRuntime {
         },
     ])
 
-    static let peerMethods = LuaFunctions<ScriptRuntime>.methods(of: "peer", [
-        LuaFunction("send", wrapped: true) { rt, args in
-            let p = try rt.peer(args)
-            let sent = try args.withMessage(at: 1, kindAt: 2, codec: p.codec) { bytes, kind in try? p.peer.send(bytes: bytes, kind: kind) }
-            let refusal: String
-            switch sent {
-            case .sent?, .queued?, .dropped?:
-                args.lua.push(true)
-                return 1
-            case .full?: refusal = rt.refusal("queue full", byProcessBudget: p.peer.outbound.refusedByPool)
-            case .tooLarge?: refusal = rt.refusal("message too large", byProcessBudget: p.peer.outbound.refusedByPool)
-            case .unsendable?, nil: refusal = "closed"
-            }
-            args.lua.pushNil()
-            args.lua.push(refusal)
-            return 2
-        },
-        LuaFunction("ping") { rt, args in
-            let p = try rt.peer(args)
-            let payload = args.isNoneOrNil(1) ? [] : try args.bytes(1)
-            args.lua.push((try? p.peer.ping(ByteBuffer(bytes: payload))) != nil)
-            return 1
-        },
-        LuaFunction("close") { rt, args in
-            let p = try rt.peer(args)
-            let (code, reason) = try args.closeCodeAndReason()
-            try p.peer.close(code: code, reason: reason)
-            return 0
-        },
+    /// The methods only a server's peer has; with ``sessionMethods``, those of `peer:`.
+    static let peerMethods = LuaFunctions<ScriptRuntime>.methods(of: "peer", sessionMethods + [
         LuaFunction("abort") { rt, args in
             try rt.peer(args).peer.abort()
             return 0
@@ -99,25 +73,6 @@ extension ScriptRuntime {
             let p = try rt.peer(args)
             p.peer.sendRaw(ByteBuffer(bytes: try args.bytes(1)))
             return 0
-        },
-        LuaFunction("stats") { rt, args in
-            let peer = try rt.peer(args).peer
-            let s = peer.stats
-            args.lua.push(LuaValue.table([
-                .text("sent"): .integer(Int64(s.messagesSent)), .text("received"): .integer(Int64(s.messagesReceived)),
-                .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
-                .text("queued"): .integer(Int64(peer.queued)), .text("buffered"): .integer(Int64(peer.buffered)),
-                .text("dropped"): .integer(Int64(peer.dropped)), .text("auto_replies"): .integer(Int64(peer.autoReplies)),
-            ]))
-            return 1
-        },
-        // For the prelude's peer:drain(): true while the budget is reached; and whether
-        // the peer is gone (drain answers "closed").
-        LuaFunction("_over_budget", shownAs: "peer:drain") { rt, args in
-            let peer = try rt.peer(args).peer
-            args.lua.push(peer.outbound.budgetReached)
-            args.lua.push(peer.isOpen)
-            return 2
         },
         LuaFunction("_fields", shownAs: "peer") { rt, args in
             let p = try rt.peer(args)

@@ -377,6 +377,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     static let preludeParts: [(name: String, source: [UInt8])] = [
         ("runtime", PackageResources.runtime_lua),
         ("connections", PackageResources.connections_lua),
+        ("sessions", PackageResources.sessions_lua),
         ("servers", PackageResources.servers_lua),
         ("glue", PackageResources.glue_lua),
         ("metrics", PackageResources.metrics_lua),

@@ -183,7 +183,7 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
             "received \(s.received) (\(s.bytesReceived) bytes)",
         ]
         if let rtt = s.lastRTT { parts.append(String(format: "rtt %.3f ms", rtt * 1000)) }
-        if s.reconnects > 0 { parts.append("reconnects \(s.reconnects)") }
+        if let reconnects = s.reconnects, reconnects > 0 { parts.append("reconnects \(reconnects)") }
         if s.queued > 0 || s.dropped > 0 { parts.append("queued \(s.queued), dropped \(s.dropped)") }
         parts.append(String(format: "up %.1f s", Double((NIODeadline.now() - started).nanoseconds) / 1e9))
         return parts.joined(separator: ", ")

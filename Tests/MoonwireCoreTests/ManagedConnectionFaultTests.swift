@@ -438,7 +438,7 @@ final class Sender: @unchecked Sendable {
             let seq = self.results.count + 1
             let state = connection.state
             let result = connection.send(ByteBuffer(string: "\(seq)"), kind: .text)
-            self.results.append(Result(seq: seq, result: result, reconnects: connection.stats.reconnects, state: state))
+            self.results.append(Result(seq: seq, result: result, reconnects: connection.stats.reconnects ?? 0, state: state))
         }
     }
 

@@ -17,10 +17,14 @@ protocol ChannelOwner: AnyObject {
     func handlerClosed(_ info: CloseInfo)
     /// TCP is up (an accepted TCP connection becomes active after its pipeline is set up).
     func handlerBecameActive()
+    /// The owner's WebSocket handler as the outbound budget writes to it (a concrete case
+    /// per role: no generic call on the message path); nil for an owner without a budget.
+    static func budgetLink(_ handler: WebSocketHandler<Self>) -> OutboundLink?
 }
 
 extension ChannelOwner {
     func handlerReceivedPing() {}
     func handlerReceivedPong(_ payload: ByteBuffer) {}
     func handlerBecameActive() {}
+    static func budgetLink(_ handler: WebSocketHandler<Self>) -> OutboundLink? { nil }
 }

@@ -55,10 +55,7 @@ public final class ClientConnection {
     }
 
     /// The handler that carries the messages of the open connection.
-    private enum Link {
-        case webSocket(WebSocketHandler<ClientConnection>)
-        case tcp(FramedChannelHandler)
-    }
+    typealias Link = ChannelLink<ClientConnection>
 
     /// The loop everything happens on.
     public let eventLoop: EventLoop
@@ -402,22 +399,13 @@ public final class ClientConnection {
     /// connection has no send budget: ``ManagedConnection`` puts one in front of it, whose
     /// ``OutboundBuffer`` writes to the handler and never calls this.
     public func send(_ data: ByteBuffer, kind: MessageKind) throws(UsageError) {
-        switch self.link {
-        case .webSocket(let handler)?: try handler.send(data, kind: kind)
-        case .tcp(let handler)?: try handler.send(data)
-        case nil: throw .notOpen
-        }
+        guard let link = self.link else { throw .notOpen }
+        try link.send(data, kind: kind)
         self.stats.countSent(bytes: data.readableBytes)
     }
 
     /// The open connection's handler, for the outbound budget to write to; nil when not open.
-    var outboundLink: OutboundLink? {
-        switch self.link {
-        case .webSocket(let handler)?: return .clientWebSocket(handler)
-        case .tcp(let handler)?: return .tcp(handler)
-        case nil: return nil
-        }
-    }
+    var outboundLink: OutboundLink? { self.link?.outbound }
 
     /// Counts messages the outbound budget wrote to the handler.
     func countSent(bytes: Int, messages: Int) {
@@ -438,8 +426,8 @@ public final class ClientConnection {
     /// Sends a WebSocket ping now (at most 125 bytes of payload); throws for TCP.
     public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
         guard case .webSocket = self.target else { throw .noPing }
-        guard case .webSocket(let handler)? = self.link else { throw .notOpen }
-        try handler.ping(payload)
+        guard let link = self.link else { throw .notOpen }
+        try link.ping(payload)
     }
 
     /// Ends the connection in order. WebSocket: the close handshake; `code` must be one a
@@ -463,11 +451,7 @@ public final class ClientConnection {
             self.abandonDial()
         case .open:
             self.state = .closing
-            switch self.link {
-            case .webSocket(let handler)?: if let frame { handler.close(frame) }
-            case .tcp(let handler)?: handler.close(code: code, reason: reason)
-            case nil: break
-            }
+            self.link?.close(frame, code: code, reason: reason)
         case .idle, .closing, .closed:
             break
         }
@@ -481,11 +465,7 @@ public final class ClientConnection {
         case .connecting:
             self.abandonDial()
         case .open, .closing:
-            switch self.link {
-            case .webSocket(let handler)?: handler.abort()
-            case .tcp(let handler)?: handler.abort(reset: false)
-            case nil: break
-            }
+            self.link?.abort(reset: false, reason: "")
         case .idle, .closed:
             break
         }
@@ -495,6 +475,8 @@ public final class ClientConnection {
 // MARK: Events from the channel handlers
 
 extension ClientConnection: ChannelOwner {
+    static func budgetLink(_ handler: WebSocketHandler<ClientConnection>) -> OutboundLink? { .clientWebSocket(handler) }
+
     // Only the open connection's handler is still attached (dials that failed or were
     // abandoned detach theirs; a TLS handshake cut short is reported by the watcher).
 

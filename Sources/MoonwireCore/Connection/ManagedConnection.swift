@@ -105,34 +105,9 @@ public final class ManagedConnection {
         }
     }
 
-    public enum SendResult: Equatable {
-        case sent
-        case queued
-        /// The budget is full and its overflow rule is `error`; the message was not taken.
-        case queueFull
-        /// The message alone is larger than the byte budget; it was not taken.
-        case tooLarge
-        /// Closing or closed: nothing will be sent.
-        case closed
-    }
+    public typealias SendResult = MoonwireCore.SendResult
 
-    public struct Stats {
-        public var sent = 0
-        public var received = 0
-        public var bytesSent = 0
-        public var bytesReceived = 0
-        public var reconnects = 0
-        /// Messages waiting in the queue (connection down, or the socket full).
-        public var queued = 0
-        /// Bytes waiting: the queue plus what the socket has not taken yet.
-        public var buffered = 0
-        public var dropped = 0
-        /// The peer's probes answered by ``Configuration/autoReply`` or ``answerProbe(_:kind:)``.
-        public var autoReplies = 0
-        public var lastRTT: Double?
-        /// The steps of the last dial that opened.
-        public var connectTiming: ConnectTiming?
-    }
+    public typealias Stats = SessionStats
 
     public let eventLoop: EventLoop
     public weak var delegate: ManagedConnectionDelegate?
@@ -151,8 +126,6 @@ public final class ManagedConnection {
     /// (a TCP framing cannot carry it), or nil.
     public var lastRefusal: String? { outbound.lastRefusal }
     private let manualReady: Bool
-    private let autoReply: AutoReply?
-    private var autoReplies = 0
     /// With `manualReady`: whether ``ready()`` released the queue since the last dial.
     public private(set) var released = false
     /// Sends wait in the queue: manual ready, not yet released.
@@ -163,8 +136,10 @@ public final class ManagedConnection {
     /// The client connection that dials and carries the messages: the transport.
     private let transport: ClientConnection
     private var lifecycle: ConnectionLifecycle
-    private let heartbeat: HeartbeatDriver
-    private let outbound: OutboundBuffer
+    /// The send budget, the heartbeat and `auto_reply`: what a server's peer has too.
+    private let core: SessionCore
+    private var heartbeat: HeartbeatDriver { core.heartbeat }
+    private var outbound: OutboundBuffer { core.outbound }
     /// Between the open and the end of the `on_open` handlers: sends go straight out,
     /// ahead of what was queued.
     private var openingHandlers = false
@@ -185,19 +160,17 @@ public final class ManagedConnection {
         self.eventLoop = eventLoop
         urlText = url.description
         manualReady = configuration.manualReady
-        autoReply = configuration.autoReply
         messageFraming = configuration.messageFraming
         maxMessage = configuration.socket.maxMessage
         queueLimit = configuration.queueLimit
         transport = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
         lifecycle = ConnectionLifecycle(reconnect: configuration.reconnect)
-        heartbeat = HeartbeatDriver(configuration.heartbeat, eventLoop: eventLoop)
-        outbound = OutboundBuffer(
-            limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow, pool: configuration.sendBudget
+        core = SessionCore(
+            limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow, pool: configuration.sendBudget,
+            heartbeat: configuration.heartbeat, autoReply: configuration.autoReply, eventLoop: eventLoop
         )
         transport.delegate = self
-        outbound.writer = self
-        heartbeat.owner = self
+        core.own(self)
     }
 
     /// "connecting" | "open" | "closing" | "closed" | "reconnecting"
@@ -209,15 +182,16 @@ public final class ManagedConnection {
     public var url: TransportURL { transport.url }
 
     public var stats: Stats {
-        let s = transport.stats
-        return Stats(
-            sent: s.messagesSent, received: s.messagesReceived, bytesSent: s.bytesSent, bytesReceived: s.bytesReceived,
-            reconnects: lifecycle.reconnects, queued: outbound.queued, buffered: outbound.buffered, dropped: outbound.dropped,
-            autoReplies: autoReplies,
-            lastRTT: heartbeat.monitor.lastRTT.map { Double($0.nanoseconds) / 1e9 },
-            connectTiming: openInfo?.timing
-        )
+        var stats = core.stats(transport.stats)
+        stats.reconnects = lifecycle.reconnects
+        stats.connectTiming = openInfo?.timing
+        return stats
     }
+
+    public var sessionStats: SessionStats { stats }
+
+    /// Open: messages flow.
+    public var isOpen: Bool { lifecycle.state == .open }
 
     public func start() {
         drive(lifecycle.start())
@@ -252,7 +226,7 @@ public final class ManagedConnection {
         }
         let offer = outbound.offer(bytes: bytes, kind: kind, direct: direct)
         if offer == .sent { outboundWrote(messages: 1, payloadBytes: bytes.count) }
-        return result(of: offer)
+        return SendResult(offer)
     }
 
     /// Hands a message to the outbound budget: written now, queued, or refused.
@@ -270,18 +244,7 @@ public final class ManagedConnection {
         case .full, .tooLarge, .unsendable:
             break
         }
-        return result(of: offer)
-    }
-
-    private func result(of offer: OutboundBuffer.Offer) -> SendResult {
-        switch offer {
-        case .sent: return .sent
-        case .queued, .dropped: return .queued
-        case .full: return .queueFull
-        case .tooLarge: return .tooLarge
-        // A message the open transport cannot carry (a TCP framing's limits): lastRefusal says why.
-        case .unsendable: return .closed
-        }
+        return SendResult(offer)
     }
 
     /// The byte budget (`queue.bytes`).
@@ -329,21 +292,9 @@ public final class ManagedConnection {
     /// ``ready()``, counted in ``Stats/autoReplies``. Like the probe, not recorded: both
     /// come at the peer's pace, which a replay cannot keep. Nothing when not open.
     public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
-        guard lifecycle.sendRoute == .send else { return }
-        autoReplies += 1
+        guard lifecycle.sendRoute == .send, transport.state == .open else { return }
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, reply)) (auto reply)") }
-        sendAhead(reply, kind: kind)
-    }
-
-    /// Writes a message of the connection's own (an answer to a probe, a heartbeat) at once:
-    /// ahead of the queue and past a hold for ``ready()``, which wait for the script, but
-    /// within the byte budget like any message. Never queued: one that cannot go now is
-    /// skipped (a probe then goes unanswered, which the heartbeat notices).
-    private func sendAhead(_ data: ByteBuffer, kind: MessageKind) {
-        guard transport.state == .open else { return }
-        if outbound.offer(OutboundMessage(data, kind: kind), direct: true) == .sent {
-            outboundWrote(messages: 1, payloadBytes: data.readableBytes)
-        }
+        core.answerProbe(reply, kind: kind)
     }
 
     /// False for TCP: there is no ping, a heartbeat needs a message.
@@ -474,6 +425,8 @@ public final class ManagedConnection {
     }
 }
 
+extension ManagedConnection: MessageSession {}
+
 extension ManagedConnection: HeartbeatOwner {
     func heartbeatSendPing(_ payload: ByteBuffer) {
         if tracing, let logger { logger.trace("\(ConnectionLog.control(.outbound, "ping", payload, note: "heartbeat"))") }
@@ -485,7 +438,8 @@ extension ManagedConnection: HeartbeatOwner {
     func heartbeatSendMessage() {
         guard lifecycle.sendRoute == .send, let (message, kind) = delegate?.managedConnectionHeartbeatMessage(self) else { return }
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.outbound, kind: kind, message)) (heartbeat)") }
-        sendAhead(message, kind: kind)
+        guard transport.state == .open else { return }
+        core.writeAhead(message, kind: kind)
     }
 
     func heartbeatPeerIsDead() {
@@ -543,7 +497,7 @@ extension ManagedConnection: ClientConnectionDelegate {
         }
         // Any message answers a `reply`-less probe: the next one is due an interval from now.
         heartbeat.didReceiveMessage()
-        if let (reply, replyKind) = autoReply?.answer(to: message, kind: kind) {
+        if let (reply, replyKind) = core.autoReply?.answer(to: message, kind: kind) {
             answerProbe(reply, kind: replyKind)
             return
         }

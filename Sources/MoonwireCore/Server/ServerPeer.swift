@@ -29,25 +29,22 @@ public final class ServerPeer {
     /// The channel, for diagnostics and tests.
     public let channel: Channel
     /// The outbound budget: what the socket cannot take yet waits here, bounded.
-    public let outbound: OutboundBuffer
+    public var outbound: OutboundBuffer { self.core.outbound }
     /// The peer's probes answered by the server's ``MessageServerOptions/autoReply`` or
     /// ``answerProbe(_:kind:)``.
-    public private(set) var autoReplies = 0
-    /// The server's `auto_reply`, kept here: the message path does not go through the
-    /// server's options for it.
-    private let autoReply: AutoReply?
+    public var autoReplies: Int { self.core.autoReplies }
+    /// The send budget, the heartbeat and the server's `auto_reply` (kept here: the message
+    /// path does not go through the server's options for it): what a client has too.
+    private let core: SessionCore
+    private var heartbeat: HeartbeatDriver { self.core.heartbeat }
 
-    enum Link {
-        case webSocket(WebSocketHandler<ServerPeer>)
-        case tcp(FramedChannelHandler)
-    }
+    typealias Link = ChannelLink<ServerPeer>
 
-    private(set) var link: Link!
+    private(set) var link: Link?
     private weak var server: MessageServer?
     /// Announced to the delegate (TCP up, TLS and the WebSocket handshake done).
     private(set) var isConnected = false
     private(set) var isClosed = false
-    private let heartbeat: HeartbeatDriver
     private var resumeTimer: ClockTask?
     /// Closed for being too slow (`slow_peer = "close"`): what the close reports when no
     /// close frame came back (the peer does not read, so it rarely does).
@@ -60,13 +57,11 @@ public final class ServerPeer {
         self.request = request
         self.server = server
         let options = server.options
-        self.heartbeat = HeartbeatDriver(options.heartbeat, eventLoop: channel.eventLoop)
-        self.autoReply = options.autoReply
-        self.outbound = OutboundBuffer(
-            limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow, pool: server.sendBudget
+        self.core = SessionCore(
+            limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow, pool: server.sendBudget,
+            heartbeat: options.heartbeat, autoReply: options.autoReply, eventLoop: channel.eventLoop
         )
-        self.outbound.writer = self
-        self.heartbeat.owner = self
+        self.core.own(self)
     }
 
     /// Creates the WebSocket handler; the caller adds it to the pipeline.
@@ -86,11 +81,7 @@ public final class ServerPeer {
     /// True while messages can be sent.
     public var isOpen: Bool {
         guard self.isConnected, !self.isClosed else { return false }
-        switch self.link {
-        case .webSocket(let handler)?: return handler.isOpen
-        case .tcp(let handler)?: return handler.isOpen
-        case nil: return false
-        }
+        return self.link?.isOpen ?? false
     }
 
     // MARK: Talking
@@ -105,13 +96,13 @@ public final class ServerPeer {
 
     /// ``send(_:kind:)`` for bytes valid only for the call (a Lua string's): written straight
     /// from them when the socket can take the message now, copied only when it must wait
-    /// (the one way a client connection's sends go too).
-    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) throws(UsageError) -> OutboundBuffer.Offer {
-        try self.sendIfOpen {
-            let offer = self.outbound.offer(bytes: bytes, kind: kind)
-            if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
-            return offer
-        }
+    /// (the one way a client connection's sends go too). `.closed` when the peer is not
+    /// open, or its transport cannot carry the message (``lastRefusal`` says why).
+    public func send(bytes: UnsafeRawBufferPointer, kind: MessageKind) -> SendResult {
+        guard self.isOpen else { return .closed }
+        let offer = self.outbound.offer(bytes: bytes, kind: kind)
+        if offer == .sent { self.outboundWrote(messages: 1, payloadBytes: bytes.count) }
+        return SendResult(offer)
     }
 
     private func sendIfOpen(_ offer: () -> OutboundBuffer.Offer) throws(UsageError) -> OutboundBuffer.Offer {
@@ -142,47 +133,52 @@ public final class ServerPeer {
 
     /// The compression state, when this WebSocket peer negotiated it (its frames cannot be
     /// shared with other peers).
-    var deflate: PerMessageDeflate? {
-        if case .webSocket(let handler)? = self.link { return handler.deflate }
-        return nil
-    }
+    var deflate: PerMessageDeflate? { self.link?.deflate }
 
-    /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``; within the
-    /// peer's budget like any message. Nothing when the peer is not open.
+    /// Answers the peer's probe (`auto_reply`), counted in ``autoReplies``: at once, ahead
+    /// of the queue, within the peer's byte budget (skipped when it does not fit), as a
+    /// client's are. Nothing when the peer is not open.
     public func answerProbe(_ reply: ByteBuffer, kind: MessageKind) {
         guard self.isOpen else { return }
-        self.autoReplies += 1
-        _ = self.offer(OutboundMessage(reply, kind: kind))
+        self.core.answerProbe(reply, kind: kind)
     }
 
-    /// Sends a WebSocket ping; throws for TCP.
-    public func ping(_ payload: ByteBuffer = ByteBuffer()) throws(UsageError) {
-        guard case .webSocket(let handler)? = self.link else { throw .noPing }
-        try handler.ping(payload)
+    /// Sends a WebSocket ping; false for TCP (no ping) or when the peer is not open.
+    @discardableResult
+    public func ping(_ payload: ByteBuffer = ByteBuffer()) -> Bool {
+        guard let link = self.link, self.isOpen else { return false }
+        return (try? link.ping(payload)) != nil
+    }
+
+    /// False for TCP: there is no ping.
+    public var supportsPing: Bool {
+        if case .tcp? = self.link { return false }
+        return true
     }
 
     /// Closes the connection in order: a WebSocket close handshake (`code` 1000, 1001,
     /// 3000–4999, ...), or for TCP FIN after pending writes (the code is only reported).
-    /// What the peer's queue held is dropped (counted); what the socket took goes out first.
-    public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) {
-        var close: WebSocketClose?
-        if case .webSocket? = self.link {
-            do {
-                close = try WebSocketClose(code: Int(code), reason: reason)
-            } catch {
-                throw .control(error)
-            }
-        }
-        self.outbound.dropQueue()
-        switch self.link {
-        case .webSocket(let handler)?:
-            if let close { handler.close(close) }
-        case .tcp(let handler)?:
-            handler.close(code: code, reason: reason)
-        case nil:
+    /// What the peer's queue held is dropped (counted, and returned); what the socket took
+    /// goes out first.
+    @discardableResult
+    public func close(code: UInt16 = CloseCode.normal, reason: String = "") throws(UsageError) -> Int {
+        let frame = try self.link?.closeFrame(code: code, reason: reason)
+        let dropped = self.outbound.dropQueue()
+        if let link = self.link {
+            link.close(frame, code: code, reason: reason)
+        } else {
             self.channel.close(promise: nil)
         }
+        return dropped
     }
+
+    public var sessionStats: SessionStats {
+        self.core.stats(self.stats)
+    }
+
+    public var isOverBudget: Bool { self.outbound.budgetReached }
+    public var refusedByProcessBudget: Bool { self.outbound.refusedByPool }
+    public var lastRefusal: String? { self.outbound.lastRefusal }
 
     // MARK: Fault injection
 
@@ -228,10 +224,10 @@ public final class ServerPeer {
     }
 
     private func drop(reset: Bool, reason: String) {
-        switch self.link {
-        case .webSocket(let handler)?: handler.abort(reset: reset, reason: reason)
-        case .tcp(let handler)?: handler.abort(reset: reset, reason: reason)
-        case nil: self.channel.close(promise: nil)
+        if let link = self.link {
+            link.abort(reset: reset, reason: reason)
+        } else {
+            self.channel.close(promise: nil)
         }
     }
 
@@ -243,11 +239,7 @@ public final class ServerPeer {
         guard !self.isConnected, !self.isClosed else { return }
         self.isConnected = true
         self.request.subprotocol = subprotocol
-        switch self.link {
-        case .webSocket(let handler)?: self.outbound.attach(self.channel, link: .serverWebSocket(handler))
-        case .tcp(let handler)?: self.outbound.attach(self.channel, link: .tcp(handler))
-        case nil: break
-        }
+        if let outbound = self.link?.outbound { self.outbound.attach(self.channel, link: outbound) }
         self.heartbeat.start()
         var request = self.request
         request.headers = headers
@@ -258,7 +250,7 @@ public final class ServerPeer {
     func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         self.stats.countReceived(bytes: message.readableBytes)
         self.heartbeat.didReceiveMessage()
-        if let (reply, replyKind) = self.autoReply?.answer(to: message, kind: kind) {
+        if let (reply, replyKind) = self.core.autoReply?.answer(to: message, kind: kind) {
             self.answerProbe(reply, kind: replyKind)
             return
         }
@@ -297,10 +289,12 @@ public final class ServerPeer {
     }
 }
 
+extension ServerPeer: MessageSession {}
+
 extension ServerPeer: HeartbeatOwner {
     func heartbeatSendPing(_ payload: ByteBuffer) {
         // A TCP peer has no ping: its silence alone decides.
-        try? self.ping(payload)
+        self.ping(payload)
     }
 
     func heartbeatPeerIsDead() {
@@ -327,6 +321,8 @@ extension ServerPeer: OutboundWriter {
 }
 
 extension ServerPeer: ChannelOwner {
+    static func budgetLink(_ handler: WebSocketHandler<ServerPeer>) -> OutboundLink? { .serverWebSocket(handler) }
+
     func handlerReceivedPing() {
         self.heartbeat.didReceivePing()
     }

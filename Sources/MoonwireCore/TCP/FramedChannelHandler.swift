@@ -28,7 +28,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var reader: MessageReader
     let encoder: MessageEncoder
     private let closeTimeout: TimeAmount
-    private weak var owner: ChannelOwner?
+    private weak var owner: (any ChannelOwner)?
     private var context: ChannelHandlerContext?
     private var ending: Ending?
     private var reported = false
@@ -38,7 +38,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     let outbound = ChannelOutbound()
     private var closeTimer: ClockTask?
 
-    init(framing: TCPFraming, closeTimeout: TimeAmount, owner: ChannelOwner) {
+    init(framing: TCPFraming, closeTimeout: TimeAmount, owner: any ChannelOwner) {
         self.reader = MessageReader(framing.makeDecoder())
         self.encoder = MessageEncoder(framing)
         self.closeTimeout = closeTimeout

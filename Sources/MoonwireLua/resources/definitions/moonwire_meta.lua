@@ -566,12 +566,16 @@ local Peer = {}
 ---@return string? err
 function Peer:send(data, kind) end
 
+---Returns how many queued messages it dropped, as c:close does.
 ---@param code? integer
 ---@param reason? string
+---@return integer
 function Peer:close(code, reason) end
 
+---A WebSocket ping now, as c:ping: nil and "not open" when the peer is not open.
 ---@param payload? string
----@return boolean
+---@return true|nil ok
+---@return string? err
 function Peer:ping(payload) end
 
 ---@return mw.Stats

@@ -51,6 +51,11 @@ end
 
 local INBOX_LIMIT = 4096
 local conns = setmetatable({}, { __mode = "k" })
+-- The Lua side of a server's peers, made at on_connect: { server = the server's
+-- state (codec, auto_reply rules, handlers), codec, kind, on_drain, waiters, final,
+-- peer = true }. A connection's state and a peer's are both a session's: the
+-- methods and events both roles have read either (prelude/sessions.lua).
+local peer_states = setmetatable({}, { __mode = "k" })
 local methods = host.connection_methods
 
 local state_of = state_lookup(conns, "a connection from mw.connect")
@@ -232,7 +237,7 @@ function methods.heartbeat(self, opts)
   st.hb_message, st.hb_reply, st.hb_kind = message, reply, kind
 end
 
-define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "drain", "ready" }, state_of)
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "ready" }, state_of)
 
 -- c:reconnect() brings a closed connection back: receive and wait_open wait again.
 local raw_reconnect = methods.reconnect
@@ -253,16 +258,6 @@ local function encode_message(st, data, fname)
     end
   end
   return data
-end
-
-local raw_send = methods.send
-function methods.send(self, data, kind)
-  -- The hot path: no call to state_of or encode_message for a message that needs
-  -- neither (two Lua calls, about 4 % of a pipelined message's instructions).
-  local st = conns[self] or state_of(self, "c:send")
-  local codec = st.codec
-  if codec and not codec.native then data = encode_message(st, data, "c:send") end
-  return raw_send(self, data, kind or st.kind)
 end
 
 -- Suspends the running coroutine as a waiter of `kind` until woken, or until
@@ -409,17 +404,6 @@ function methods.receive(self, timeout)
   return wait(st, "c:receive", "receive", timeout)
 end
 
--- Waits until the connection can take more: at once when its send budget was
--- not reached, else until buffered fell under half of it (on_drain).
-local over_budget = methods._over_budget
-methods._over_budget = nil
-function methods.drain(self, timeout)
-  local st = state_of(self, "c:drain")
-  if not over_budget(self) then return true end
-  if st.final then return nil, "closed" end
-  return wait(st, "c:drain", "drain", timeout)
-end
-
 -- ready = "manual": c:send_now(data [, kind]) passes the held queue (the
 -- application's handshake), c:ready() releases it in order and runs on_ready;
 -- the state is then "ready" until the connection closes.
@@ -543,29 +527,34 @@ function events.open(c, info)
 end
 
 -- A message the codec could not decode (counted in the `errors` metric): the script hears of it in words, with the
--- raw message (on_error handlers get it as a third argument; without a handler it
--- is logged); a waiting c:receive returns nil, "decode: ..." (else the next one
--- does); request, expect and on_message do not see it.
-local function decode_failed(c, st, err, raw)
+-- raw message (on_error handlers get it as a third argument; without a handler, and
+-- always for a peer, it is logged, naming the connection or the peer); a waiting
+-- c:receive returns nil, "decode: ..." (else the next one does); request, expect and
+-- on_message do not see it.
+local function decode_failed(c, st, owner, err, raw)
   local text = "decode: " .. tostring(err)
   host.metric_add(host.errors_metric, 1)
   if st.on_error[1] then
     for _, handler in ipairs(st.on_error) do handler(c, text, raw) end
   else
     local shown = #raw > 200 and raw:sub(1, 200) .. "..." or raw
-    host.log("warn", ("connection: %s; the message (%d bytes): %q"):format(text, #raw, shown))
+    local who = st.peer and ("peer " .. tostring(c.id)) or "connection"
+    host.log("warn", ("%s: %s; the message (%d bytes): %q"):format(who, text, #raw, shown))
   end
   local taken = st.waiters[1] and wake(st, is_kind("receive"), nil, text)
-  if not taken and not st.on_message[1] then inbox_push(st, { nil, text, failed = true }) end
+  if not taken and st.inbox and not owner.on_message[1] then inbox_push(st, { nil, text, failed = true }) end
 end
 
--- A message with codec = "json" comes decoded from Swift, or with the decode error
--- and the raw message.
+-- A message of a connection or a peer (`c`), the one dispatcher of both roles. With
+-- codec = "json" it comes decoded from Swift, or with the decode error and the raw
+-- message. A peer's codec, auto_reply rules and on_message handlers are its
+-- server's (`owner`); only a connection has waiters and an inbox.
 function events.message(c, message, kind, err, raw)
-  local st = conns[c]
+  local st = conns[c] or peer_states[c]
   if not st then return end
+  local owner = st.server or st
   local codec = st.codec
-  if err ~= nil then return decode_failed(c, st, err, raw) end
+  if err ~= nil then return decode_failed(c, st, owner, err, raw) end
   if st.decoded_raw ~= nil then
     -- Decoded already, to match it against heartbeat.reply.
     if codec.native then
@@ -574,15 +563,15 @@ function events.message(c, message, kind, err, raw)
       raw = message
       if st.decoded_raw == message then message = st.decoded else message, err = codec.decode(message, kind) end
       st.decoded_raw, st.decoded = nil, nil
-      if message == nil and err ~= nil then return decode_failed(c, st, err, raw) end
+      if message == nil and err ~= nil then return decode_failed(c, st, owner, err, raw) end
     end
   elseif codec and codec.decode and not codec.native then
     raw = message
     message, err = codec.decode(message, kind)
-    if message == nil and err ~= nil then return decode_failed(c, st, err, raw) end
+    if message == nil and err ~= nil then return decode_failed(c, st, owner, err, raw) end
   end
-  local rules = st.auto_rules
-  if rules and auto_answer(rules, c, encode_message, st, raw or message, message, kind) then
+  local rules = owner.auto_rules
+  if rules and auto_answer(rules, c, encode_message, owner, raw or message, message, kind) then
     return
   end
   if st.waiters[1] then
@@ -597,18 +586,19 @@ function events.message(c, message, kind, err, raw)
     end, message, kind)
     if taken then return end
   end
-  local handlers = st.on_message
+  local handlers = owner.on_message
   if handlers[1] then
     for i = 1, #handlers do handlers[i](c, message, kind) end
-  elseif inbox_push(st, { message, kind }) >= INBOX_LIMIT and not st.paused then
+  elseif st.inbox and inbox_push(st, { message, kind }) >= INBOX_LIMIT and not st.paused then
     st.paused = true
     raw_pause_reading(c, true)
   end
 end
 
--- The send budget: on_drain handlers, then the coroutines waiting in drain().
+-- The send budget of a connection or a peer: on_drain handlers, then the coroutines
+-- waiting in drain().
 function events.drain(c)
-  local st = conns[c]
+  local st = conns[c] or peer_states[c]
   if not st then return end
   for _, handler in ipairs(st.on_drain) do handler(c) end
   wake(st, is_kind("drain"), true)
@@ -698,3 +688,4 @@ prelude.events, prelude.conns, prelude.connection_methods, prelude.raw_state = e
 prelude.intended_start, prelude.without_codec, prelude.split_auto_reply = intended_start, without_codec, split_auto_reply
 prelude.auto_answer, prelude.wait, prelude.wake, prelude.is_kind = auto_answer, wait, wake, is_kind
 prelude.encode_message = encode_message
+prelude.peer_states = peer_states

@@ -1,0 +1,116 @@
+import MoonwireCore
+import NIOCore
+
+/// The methods a connection has in either role, declared once: `c:` (a client's,
+/// ``connectionMethods``) and `peer:` (a server's, ``peerMethods``) both start from
+/// ``sessionMethods``, and the prelude adds their Lua half once for both
+/// (`prelude/sessions.lua`). A method added here is a method of both.
+extension ScriptRuntime {
+    /// Bound once per class, so that an error names what the script called (`c:send`,
+    /// `peer:send`); `self` is either class (``session(_:)``).
+    static let sessionMethods: [LuaFunction<ScriptRuntime>] = [
+        LuaFunction("send", wrapped: true) { rt, args in
+            try rt.withSession(args) { s in try rt.send(args, on: s, now: false) { s.session.send(bytes: $0, kind: $1) } }
+        },
+        LuaFunction("ping") { rt, args in
+            let s = try rt.session(args)
+            guard s.session.supportsPing else {
+                let hint = s is LuaConnection ? "; to probe it, give it a heartbeat message (opts.heartbeat = { message = \"ping\" })" : ""
+                throw LuaArgumentError("\(args.function): a tcp:// or tls:// connection has no ping\(hint)")
+            }
+            let payload = args.isNoneOrNil(1) ? [] : try args.bytes(1)
+            guard let ping = try? WebSocketPing(ByteBuffer(bytes: payload)) else {
+                throw args.error(1, "a ping payload is at most \(WebSocketPing.maxPayload) bytes")
+            }
+            if s.session.ping(ping.payload) {
+                args.lua.push(true)
+                return 1
+            }
+            args.lua.pushNil()
+            args.lua.push("not open")
+            return 2
+        },
+        LuaFunction("close") { rt, args in
+            let s = try rt.session(args)
+            let (code, reason) = try args.closeCodeAndReason()
+            // The code was checked: a close cannot refuse it.
+            args.lua.push((try? s.session.close(code: code, reason: reason)) ?? 0)
+            return 1
+        },
+        LuaFunction("stats") { rt, args in
+            args.lua.push(ScriptRuntime.statsTable(try rt.session(args).session.sessionStats))
+            return 1
+        },
+        // For the prelude's drain(): true while the budget is reached (drain waits).
+        LuaFunction("_over_budget", shownAs: ":drain") { rt, args in
+            args.lua.push(try rt.session(args).session.isOverBudget)
+            return 1
+        },
+    ]
+
+    /// `self` of a method both roles have: a connection or a peer.
+    func session(_ args: LuaArguments) throws(LuaArgumentError) -> LuaSession {
+        if let c = args.lua.object(at: args.index(0), class: LuaConnection.className, as: LuaSession.self) { return c }
+        return try args.object(class: LuaPeer.className, expected: args.function.hasPrefix("peer") ? "peer" : LuaConnection.typeName)
+    }
+
+    /// ``session(_:)`` for the length of `body`, not retained: for the methods called per message.
+    func withSession<R>(_ args: LuaArguments, _ body: (LuaSession) throws -> R) throws -> R {
+        if let c = args.lua.unmanagedObject(at: args.index(0), class: LuaConnection.className, as: LuaSession.self) {
+            return try c._withUnsafeGuaranteedRef(body)
+        }
+        let expected = args.function.hasPrefix("peer") ? "peer" : LuaConnection.typeName
+        return try args.withObject(class: LuaPeer.className, expected: expected, as: LuaSession.self, body)
+    }
+
+    /// `send` (and a client's `send_now`): the outcome as `true` or `nil, err`.
+    func send(
+        _ args: LuaArguments, on s: LuaSession, now: Bool, _ send: (UnsafeRawBufferPointer, MessageKind) -> SendResult
+    ) throws -> Int32 {
+        let sent = try args.withMessage(at: 1, kindAt: 2, codec: s.codec, send)
+        let refusal: String
+        switch sent {
+        case .sent, .queued:
+            args.lua.push(true)
+            return 1
+        case .queueFull:
+            if s is LuaConnection { metrics.registry.add(metrics.refused) }
+            refusal = self.refusal("queue full", byProcessBudget: s.session.refusedByProcessBudget)
+        case .tooLarge:
+            if s is LuaConnection { metrics.registry.add(metrics.refused) }
+            refusal = self.refusal("message too large", byProcessBudget: s.session.refusedByProcessBudget)
+        case .closed:
+            // Open, but the TCP framing cannot carry this message: misuse, at the caller's line.
+            if s.session.isOpen, let reason = s.session.lastRefusal {
+                throw args.error(1, reason)
+            }
+            refusal = now ? "not open" : "closed"
+        }
+        args.lua.pushNil()
+        args.lua.push(refusal)
+        return 2
+    }
+
+    /// `stats()` of either role: what only a client has (reconnects, the last dial's
+    /// steps) is left out for a peer.
+    static func statsTable(_ s: SessionStats) -> LuaValue {
+        var table: [LuaValue: LuaValue] = [
+            .text("sent"): .integer(Int64(s.sent)), .text("received"): .integer(Int64(s.received)),
+            .text("bytes_sent"): .integer(Int64(s.bytesSent)), .text("bytes_received"): .integer(Int64(s.bytesReceived)),
+            .text("queued"): .integer(Int64(s.queued)), .text("buffered"): .integer(Int64(s.buffered)),
+            .text("dropped"): .integer(Int64(s.dropped)), .text("auto_replies"): .integer(Int64(s.autoReplies)),
+        ]
+        if let reconnects = s.reconnects { table[.text("reconnects")] = .integer(Int64(reconnects)) }
+        if let rtt = s.lastRTT { table[.text("last_rtt")] = .number(rtt) }
+        if let timing = s.connectTiming {
+            // The last dial that opened, in seconds: { dns, tcp, tls?, handshake?, total }.
+            var steps: [LuaValue: LuaValue] = [:]
+            let named: [(String, TimeAmount?)] = [
+                ("dns", timing.dns), ("tcp", timing.tcp), ("tls", timing.tls), ("handshake", timing.handshake), ("total", timing.total),
+            ]
+            for case let (name, amount?) in named { steps[.text(name)] = .number(RunMetrics.seconds(amount)) }
+            table[.text("connect")] = .table(steps)
+        }
+        return .table(table)
+    }
+}
