@@ -125,12 +125,14 @@ def case_tty_interrupt():
     c.expect("> ")
     c.sendline(f'c = mw.connect("{server.url}") c:wait_open(5)')
     c.expect(PROMPT)
-    c.sendline('print("sleeping") mw.sleep(60) print("woke")')
+    # The output, not the echo of the typed line: "sleep" .. "ing" is what shows the
+    # chunk is running (Ctrl-C before it would end the REPL at its prompt).
+    c.sendline('print("sleep" .. "ing") mw.sleep(60) print("wo" .. "ke")')
     c.expect("sleeping")
     c.sendintr()
     c.expect(re.escape("stdin:1: interrupted! (waiting in mw.sleep)"))
     c.expect("> ")
-    c.sendline('print("spinning") while true do end')
+    c.sendline('print("spin" .. "ning") while true do end')
     c.expect("spinning")
     c.sendintr()
     c.expect(re.escape("stdin:1: interrupted!"))
