@@ -16,9 +16,13 @@ server:on_message(function(peer, msg)
 end)
 
 local done = 0
+local heard_self = {}                       -- heard_self[i]: bot i heard its own line
 for i, name in ipairs({ "ann", "bob", "cy" }) do
+  heard_self[i] = mw.future()
   mw.spawn(function()
-    mw.sleep(0.05 * i)                      -- staggered, so the order is stable
+    -- One after the other, so who hears whom is always the same: a bot joins once
+    -- the one before it has heard its own line.
+    if i > 1 then heard_self[i - 1]:wait() end
     local bot = mw.connect(server:url(), { codec = { encode = mw.json.encode, decode = mw.json.decode } })
     bot:send({ op = "login", user = name })  -- queued until the connection opens
     assert(bot:request({ op = "hello" }, function(m) return m.op == "welcome" end, 2))
@@ -26,6 +30,7 @@ for i, name in ipairs({ "ann", "bob", "cy" }) do
     while true do
       local msg = assert(bot:receive(2))
       print(("%-3s hears %s: %s"):format(name, msg.user, msg.text))
+      if msg.user == name then heard_self[i]:set(true) end
       if msg.user == "cy" then break end
     end
     bot:close()
