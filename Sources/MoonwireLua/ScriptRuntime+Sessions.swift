@@ -10,7 +10,12 @@ extension ScriptRuntime {
     /// `peer:send`); `self` is either class (``session(_:)``).
     static let sessionMethods: [LuaFunction<ScriptRuntime>] = [
         LuaFunction("send", wrapped: true) { rt, args in
-            try rt.withSession(args) { s in try rt.send(args, on: s, now: false) { s.session.send(bytes: $0, kind: $1) } }
+            // Per message: each role's send called on its own type, not through the
+            // MessageSession protocol (a witness-table call the optimizer cannot inline).
+            try rt.withSession(
+                args,
+                connection: { c in try rt.send(args, on: c, now: false) { c.connection.send(bytes: $0, kind: $1) } },
+                peer: { p in try rt.send(args, on: p, now: false) { p.peer.send(bytes: $0, kind: $1) } })
         },
         LuaFunction("ping") { rt, args in
             let s = try rt.session(args)
@@ -56,11 +61,19 @@ extension ScriptRuntime {
 
     /// ``session(_:)`` for the length of `body`, not retained: for the methods called per message.
     func withSession<R>(_ args: LuaArguments, _ body: (LuaSession) throws -> R) throws -> R {
-        if let c = args.lua.unmanagedObject(at: args.index(0), class: LuaConnection.className, as: LuaSession.self) {
-            return try c._withUnsafeGuaranteedRef(body)
+        try withSession(args, connection: body, peer: body)
+    }
+
+    /// The same, with the role's own type: `connection` or `peer` runs, so that a call per
+    /// message reaches its session's concrete type rather than the protocol.
+    func withSession<R>(
+        _ args: LuaArguments, connection: (LuaConnection) throws -> R, peer: (LuaPeer) throws -> R
+    ) throws -> R {
+        if let c = args.lua.unmanagedObject(at: args.index(0), class: LuaConnection.className, as: LuaConnection.self) {
+            return try c._withUnsafeGuaranteedRef(connection)
         }
         let expected = args.function.hasPrefix("peer") ? "peer" : LuaConnection.typeName
-        return try args.withObject(class: LuaPeer.className, expected: expected, as: LuaSession.self, body)
+        return try args.withObject(class: LuaPeer.className, expected: expected, as: LuaPeer.self, peer)
     }
 
     /// `send` (and a client's `send_now`): the outcome as `true` or `nil, err`.
