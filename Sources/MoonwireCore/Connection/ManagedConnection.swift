@@ -138,8 +138,11 @@ public final class ManagedConnection {
     private var lifecycle: ConnectionLifecycle
     /// The send budget, the heartbeat and `auto_reply`: what a server's peer has too.
     private let core: SessionCore
-    private var heartbeat: HeartbeatDriver { core.heartbeat }
-    private var outbound: OutboundBuffer { core.outbound }
+    /// The core's two parts held here too: read per message, a stored reference costs no
+    /// retain of the core (and OutboundBuffer, weakly referenced by the channel, takes
+    /// Swift's slow reference-count path for every retain).
+    private let heartbeat: HeartbeatDriver
+    private let outbound: OutboundBuffer
     /// Between the open and the end of the `on_open` handlers: sends go straight out,
     /// ahead of what was queued.
     private var openingHandlers = false
@@ -169,6 +172,8 @@ public final class ManagedConnection {
             limit: configuration.queueLimit, bytes: configuration.queueBytes, overflow: configuration.overflow, pool: configuration.sendBudget,
             heartbeat: configuration.heartbeat, autoReply: configuration.autoReply, eventLoop: eventLoop
         )
+        heartbeat = core.heartbeat
+        outbound = core.outbound
         transport.delegate = self
         core.own(self)
     }

@@ -29,14 +29,16 @@ public final class ServerPeer {
     /// The channel, for diagnostics and tests.
     public let channel: Channel
     /// The outbound budget: what the socket cannot take yet waits here, bounded.
-    public var outbound: OutboundBuffer { self.core.outbound }
+    public let outbound: OutboundBuffer
     /// The peer's probes answered by the server's ``MessageServerOptions/autoReply`` or
     /// ``answerProbe(_:kind:)``.
     public var autoReplies: Int { self.core.autoReplies }
     /// The send budget, the heartbeat and the server's `auto_reply` (kept here: the message
     /// path does not go through the server's options for it): what a client has too.
     private let core: SessionCore
-    private var heartbeat: HeartbeatDriver { self.core.heartbeat }
+    /// The core's heartbeat, held here too (as ``outbound``): read per message, a stored
+    /// reference costs no retain of the core.
+    private let heartbeat: HeartbeatDriver
 
     typealias Link = ChannelLink<ServerPeer>
 
@@ -61,6 +63,8 @@ public final class ServerPeer {
             limit: options.queueLimit, bytes: options.queueBytes, overflow: options.overflow, pool: server.sendBudget,
             heartbeat: options.heartbeat, autoReply: options.autoReply, eventLoop: channel.eventLoop
         )
+        self.outbound = self.core.outbound
+        self.heartbeat = self.core.heartbeat
         self.core.own(self)
     }
 
