@@ -57,7 +57,7 @@ struct ConsoleCodecOptions: ParsableArguments {
         do {
             return try ConsoleCodec(format)
         } catch {
-            throw ValidationError("\(flag!): \(error)")
+            throw ValidationError("\(flag ?? "--proto"): \(error)")
         }
     }
 }
