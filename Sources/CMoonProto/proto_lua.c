@@ -473,11 +473,11 @@ static int count_elements(const mwp_field *f, const uint8_t *p, const uint8_t *e
 }
 
 /* The table of repeated field or map `f` of the message at `t`, made the first time
- * (with room for `narr` elements). */
-static void push_container(lua_State *L, decoder *d, const mwp_field *f, int t, seen_set *seen, uint32_t i, int narr) {
+ * (with room for `narr` elements). Returns 1 when it was already there, 0 when made. */
+static int push_container(lua_State *L, decoder *d, const mwp_field *f, int t, seen_set *seen, uint32_t i, int narr) {
     if (seen_get(seen, i) != 0) {
         lua_rawgeti(L, d->names, f->name_id);
-        if (lua_rawget(L, t) == LUA_TTABLE) return;
+        if (lua_rawget(L, t) == LUA_TTABLE) return 1;
         lua_pop(L, 1);
     }
     lua_createtable(L, narr, 0);
@@ -487,6 +487,7 @@ static void push_container(lua_State *L, decoder *d, const mwp_field *f, int t, 
     lua_pushvalue(L, -2);
     lua_rawset(L, t);
     seen_put(seen, i, 1);
+    return 0;
 }
 
 /* Decodes the fields in p ..< end into the table on top of the stack (left there).
@@ -547,9 +548,9 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
             lua_pop(L, 1);
             p += len;
         } else if (f->repeated) {
-            push_container(L, d, f, t, &seen, i, seen_get(&seen, i) ? 0 : count_elements(f, start, end, tag));
+            int had = push_container(L, d, f, t, &seen, i, seen_get(&seen, i) ? 0 : count_elements(f, start, end, tag));
             int a = lua_gettop(L);
-            lua_Integer n = (lua_Integer)lua_rawlen(L, a);
+            lua_Integer n = had ? (lua_Integer)lua_rawlen(L, a) : 0;
             if (wt == 2 && packable(f->type)) {
                 size_t len;
                 p = dlength(L, d, depth + 1, p, end, &len);
@@ -562,8 +563,16 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
                 if (wt != want)
                     dfail(L, d, depth + 1, start, "wire type %d (%s) where %s expects %d (%s)", wt, wire_name(wt),
                           type_name(f->type), want, wire_name(want));
-                p = push_value(L, d, f, p, end, depth + 1);
-                lua_rawseti(L, a, n + 1);
+                for (;;) {
+                    p = push_value(L, d, f, p, end, depth + 1);
+                    lua_rawseti(L, a, ++n);
+                    /* The elements that follow with the same tag go into the same list
+                     * without looking it up again; anything else goes round the loop. */
+                    uint64_t next;
+                    const uint8_t *q = p < end ? read_varint(p, end, &next) : NULL;
+                    if (!q || next != tag) break;
+                    p = q;
+                }
             }
             lua_pop(L, 1);
         } else {
@@ -668,7 +677,7 @@ static int decode_run(lua_State *L) {
     const uint8_t *bytes = (const uint8_t *)lua_touserdata(L, 3);
     size_t n = (size_t)lua_tointeger(L, 4);
     decoder d;
-    memset(d.path, 0, sizeof d.path);
+    d.path[0] = NULL; /* (each level sets its own entry, as for the encoder) */
     d.s = box->s;
     d.begin = bytes;
     d.root = &d.s->messages[index];
@@ -1217,6 +1226,21 @@ static void put_repeated(lua_State *L, encoder *e, const mwp_field *f, int v, in
     st->kind = 0;
 }
 
+/* Raises the error for the key of the table at `t` that names no field of `m`
+ * (the count of keys said there is one; which one, only a second look says). */
+static void unknown_key(lua_State *L, encoder *e, const mwp_message *m, int t, int depth) {
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) efail(L, e, depth, -1, "a key that is not a field name");
+        const char *name = lua_tostring(L, -1);
+        uint32_t i = 0;
+        while (i < m->nfields && strcmp(m->fields[i].name, name) != 0) i++;
+        if (i == m->nfields) efail(L, e, depth, 0, "no field named \"%s\" in %s", name, m->full_name);
+    }
+    efail(L, e, depth, 0, "a key that is not a field name");
+}
+
 static void encode_message(lua_State *L, encoder *e, const mwp_message *m, int t, int depth) {
     if (depth >= MAX_DEPTH) efail(L, e, depth, 0, "messages nested deeper than %d levels (a table that contains itself?)", MAX_DEPTH);
     if (!lua_checkstack(L, 20)) efail(L, e, depth, 0, "out of Lua stack");
@@ -1262,9 +1286,8 @@ static void encode_message(lua_State *L, encoder *e, const mwp_message *m, int t
     while (lua_next(L, t)) {
         lua_pop(L, 1);
         if (++keys > found) {
-            int kt = lua_type(L, -1);
-            if (kt != LUA_TSTRING) efail(L, e, depth, -1, "a key that is not a field name");
-            efail(L, e, depth, 0, "no field named \"%s\" in %s", lua_tostring(L, -1), m->full_name);
+            lua_pop(L, 1);
+            unknown_key(L, e, m, t, depth);
         }
     }
     /* Fields this schema does not know, as they were read. */
@@ -1282,7 +1305,9 @@ static int encode_run(lua_State *L) {
     schema_box *box = (schema_box *)lua_touserdata(L, 1);
     lua_Integer index = lua_tointeger(L, 2);
     encoder e;
-    memset(e.path, 0, sizeof e.path);
+    /* (Each level sets its own step before anything below it can fail: no need to
+     * clear the whole path, 5 KiB, for every message.) */
+    e.path[0].field = NULL;
     e.s = box->s;
     e.b = (buffer *)lua_touserdata(L, 4);
     e.root = &e.s->messages[index];

@@ -94,6 +94,14 @@ describe("mw.protobuf codec", function()
     ok, err = pcall(pb.encode, "chat.Envelope", { idd = 1 })
     assert.is_false(ok)
     assert.matches('chat.Envelope: no field named "idd" in chat.Envelope$', err)
+    -- the misspelt key is named whichever order the table keeps its keys in
+    for _, wrong in ipairs({ "a", "id2", "zzz", "usr" }) do
+      local value = { login = { user = "ann", token = "t" }, id = 7, meta = { k = "v" } }
+      value.login[wrong] = 1
+      ok, err = pcall(pb.encode, "chat.Envelope", value)
+      assert.is_false(ok)
+      assert.matches('chat.Envelope.login: no field named "' .. wrong .. '" in chat.Login$', err)
+    end
     -- through a connection's send: the error is at the caller's line
     local c = mw.connect(url, { codec = codec })
     ok, err = pcall(c.send, c, { id = "x" })
