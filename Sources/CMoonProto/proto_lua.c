@@ -114,10 +114,32 @@ static const mwp_enum_value *enum_by_number(const mwp_enum *e, int32_t number) {
     return lo < e->nvalues && e->values[lo].number == number ? &e->values[lo] : NULL;
 }
 
+/* Little-endian fixed-width values (the wire's order) */
+static inline uint64_t load_le64(const uint8_t *p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t u;
+    memcpy(&u, p, 8);
+    return u;
+#else
+    uint64_t u = 0;
+    for (int i = 7; i >= 0; i--) u = (u << 8) | p[i];
+    return u;
+#endif
+}
+static inline uint32_t load_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* UTF-8 as Unicode defines it: no overlong forms, no surrogates, nothing past U+10FFFF. */
 static size_t utf8_invalid_at(const unsigned char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
+        /* ASCII eight bytes at a time */
+        uint64_t word;
+        if (n - i >= 8 && (memcpy(&word, s + i, 8), (word & 0x8080808080808080ull) == 0)) {
+            i += 8;
+            continue;
+        }
         unsigned char c = s[i];
         if (c < 0x80) { i++; continue; }
         size_t len;
@@ -337,8 +359,7 @@ static const uint8_t *push_value(lua_State *L, decoder *d, const mwp_field *f, c
         return p;
     case MWP_FIXED64: case MWP_SFIXED64: case MWP_DOUBLE: {
         if (end - p < 8) dfail(L, d, depth, p, "truncated 64-bit value");
-        uint64_t u = 0;
-        for (int i = 7; i >= 0; i--) u = (u << 8) | p[i];
+        uint64_t u = load_le64(p);
         if (f->type == MWP_DOUBLE) {
             double x;
             memcpy(&x, &u, 8);
@@ -350,7 +371,7 @@ static const uint8_t *push_value(lua_State *L, decoder *d, const mwp_field *f, c
     }
     case MWP_FIXED32: case MWP_SFIXED32: case MWP_FLOAT: {
         if (end - p < 4) dfail(L, d, depth, p, "truncated 32-bit value");
-        uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        uint32_t u = load_le32(p);
         if (f->type == MWP_FLOAT) {
             float x;
             memcpy(&x, &u, 4);
@@ -841,10 +862,16 @@ static int efail(lua_State *L, encoder *e, int depth, int idx, const char *fmt, 
     return lua_error(L);
 }
 
-static void grow(lua_State *L, encoder *e, size_t more) {
+static void grow_slow(lua_State *L, encoder *e, size_t more);
+
+/* Room for `more` bytes: checked inline, on every write; made rarely. */
+static inline void grow(lua_State *L, encoder *e, size_t more) {
+    if (e->b->room - e->b->size < more) grow_slow(L, e, more);
+}
+
+static __attribute__((noinline)) void grow_slow(lua_State *L, encoder *e, size_t more) {
     buffer *b = e->b;
-    if (b->room - b->size >= more) return;
-    size_t room = b->room ? b->room : 256;
+    size_t room = b->room ? b->room : 1024;
     while (room - b->size < more) {
         if (room > ((size_t)1 << 40)) luaL_error(L, "message too large");
         room *= 2;
@@ -882,7 +909,12 @@ static inline void put_tag(lua_State *L, encoder *e, uint32_t number, int wt) {
 static inline void put_fixed(lua_State *L, encoder *e, uint64_t v, int bytes) {
     grow(L, e, 8);
     uint8_t *p = e->b->data + e->b->size;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (bytes == 8) memcpy(p, &v, 8);
+    else { uint32_t w = (uint32_t)v; memcpy(p, &w, 4); }
+#else
     for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
     e->b->size += (size_t)bytes;
 }
 
