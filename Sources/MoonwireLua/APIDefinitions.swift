@@ -13,9 +13,24 @@
 public enum APIDefinitions {
     /// The definition files, by the names `moonwire init` writes them under.
     public static let files: [(name: String, source: [UInt8])] = [
-        ("moonwire.lua", PackageResources.moonwire_meta_lua),
+        ("moonwire.lua", moonwire),
         ("busted.lua", PackageResources.busted_meta_lua),
     ]
+
+    /// resources/definitions/moonwire_meta.lua with the options' classes, which are made
+    /// from their declarations (``OptionDeclarations/luaClasses()``), where its
+    /// `-- @options:` comment stands.
+    static let moonwire: [UInt8] = {
+        let source = String(decoding: PackageResources.moonwire_meta_lua, as: UTF8.self)
+        var lines = source.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard let at = lines.firstIndex(where: { $0.hasPrefix("-- @options:") }) else {
+            preconditionFailure("moonwire_meta.lua has no '-- @options:' line")
+        }
+        var end = at + 1
+        while end < lines.count, lines[end].hasPrefix("-- ") { end += 1 }
+        lines.replaceSubrange(at..<end, with: [OptionDeclarations.luaClasses()])
+        return Array(lines.joined(separator: "\n").utf8)
+    }()
 
     /// Every declared name, one a line: `mw.connect`, `mw.Connection:send`, `test:describe`.
     public static func names() -> String {
@@ -46,7 +61,7 @@ public enum APIDefinitions {
         return withExtendedLifetime(vm) {
             do {
                 try lua.load(source: PackageResources.api_tools_lua, chunkName: "@moonwire/api_tools.lua")
-                lua.push(PackageResources.moonwire_meta_lua)
+                lua.push(moonwire)
                 lua.push(PackageResources.busted_meta_lua)
                 try lua.call(arguments: 2, results: 1)
                 lua.getField(function, table: -1)

@@ -57,6 +57,19 @@ struct LuaOptionTable {
         }
     }
 
+    /// A count: a whole number of at least 1 (a float that is one is taken).
+    mutating func count(_ key: String) throws(LuaArgumentError) -> Int? {
+        let value = raw(key)
+        switch value {
+        case .nil: return nil
+        case .integer(let i) where i > 0: return Int(i)
+        case .number(let d) where d >= 1 && d < 9e18 && d.rounded() == d: return Int(d)
+        case .integer(let i): throw error(key, "a positive number expected, got \(i)")
+        case .number(let d): throw error(key, "a positive number expected, got \(d)")
+        default: throw error(key, "a positive number expected, got \(value.typeName)")
+        }
+    }
+
     mutating func boolean(_ key: String) throws(LuaArgumentError) -> Bool? {
         switch raw(key) {
         case .nil: return nil

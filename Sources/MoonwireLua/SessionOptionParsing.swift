@@ -178,67 +178,95 @@ public enum HeartbeatOption {
 
 /// `reconnect`: absent (nil), `false` (off), or a table over the defaults.
 enum ReconnectOption {
+    /// The fields of `reconnect`, in the docs' order; their defaults are `ReconnectPolicy()`'s.
+    static let fields: [OptionField<ReconnectPolicy>] = {
+        let defaults = ReconnectPolicy()
+        return [
+            OptionField("initial", .seconds, doc: "seconds before the first attempt after a loss", defaultText: defaults.initial.secondsText) { p, v, _ in
+                p.initial = v.seconds
+            },
+            OptionField("factor", .number("number ≥ 1"), doc: "each delay is this many times the one before (at least 1)", defaultText: defaults.factor.shortText) {
+                p, v, t throws(LuaArgumentError) in
+                guard v.double >= 1, v.double.isFinite else { throw t.error("factor", "must be a number of at least 1") }
+                p.factor = v.double
+            },
+            OptionField("max", .seconds, doc: "the longest delay, before jitter", defaultText: defaults.max.secondsText) { p, v, _ in p.max = v.seconds },
+            OptionField(
+                "jitter", .number("number, 0 to 1"),
+                doc: "each delay is spread by up to this fraction either way (0 to 1), so that many bots do not come back in step",
+                defaultText: defaults.jitter.shortText
+            ) { p, v, t throws(LuaArgumentError) in
+                guard (0...1).contains(v.double) else { throw t.error("jitter", "must be a fraction from 0 to 1") }
+                p.jitter = v.double
+            },
+            OptionField(
+                "attempts", .number("integer ≥ 0 or `math.huge`"),
+                doc: "the most attempts after each loss; `math.huge` for ever. A successful open starts the count again",
+                defaultText: defaults.attempts.map(String.init) ?? "`math.huge`"
+            ) { p, v, t throws(LuaArgumentError) in
+                let a = v.double
+                if a == .infinity {
+                    p.attempts = nil
+                } else {
+                    guard a >= 0, a.rounded() == a else { throw t.error("attempts", "a whole number of at least 0, or math.huge") }
+                    p.attempts = Int(a)
+                }
+            },
+            OptionField(
+                "stop_codes", .integers,
+                doc: "close codes from the peer that end the connection for good, on top of 1003 and 1008 (\(CloseCode.reportableRangeText)), e.g. `{ 4001, 4003 }` for an application's \"banned\" and \"logged in elsewhere\"",
+                defaultText: "none"
+            ) { p, v, t throws(LuaArgumentError) in
+                let reportable = Int(CloseCode.reportableRange.lowerBound)...Int(CloseCode.reportableRange.upperBound)
+                for code in v.ints where !reportable.contains(code) {
+                    throw t.error("stop_codes", "close codes are \(CloseCode.reportableRangeText), got \(code)")
+                }
+                p.stopCodes = Set(v.ints.map { UInt16($0) })
+            },
+            OptionField(
+                "on_normal_close", .boolean,
+                doc: "whether a close code 1000 from the peer reconnects. Servers say 1000 (or 1001) when they shut down for a restart, so it does; `false` treats the peer's 1000 as \"we are done, do not come back\"",
+                defaultText: "`\(defaults.onNormalClose)`"
+            ) { p, v, _ in p.onNormalClose = v.bool },
+            OptionField(
+                "retry_http", .boolean,
+                doc: "whether a handshake the server refused with an HTTP 4xx status (401, 403, 404) is retried. Such refusals rarely change by themselves, so they end the connection unless this is `true` (a server that answers 429 or 404 while it starts)",
+                defaultText: "`\(defaults.retryHTTP)`"
+            ) { p, v, _ in p.retryHTTP = v.bool },
+        ]
+    }()
+
     static func parse(_ t: inout LuaOptionTable, key: String = "reconnect") throws(LuaArgumentError) -> (value: ReconnectPolicy?, Void)? {
         if case .boolean(false) = t.raw(key) { return (nil, ()) }
         guard var r = try t.table(key) else { return nil }
         var policy = ReconnectPolicy()
-        if let s = try r.seconds("initial") { policy.initial = .seconds(s) }
-        if let s = try r.seconds("max") { policy.max = .seconds(s) }
-        if let f = try r.number("factor") {
-            guard f >= 1, f.isFinite else { throw r.error("factor", "must be a number of at least 1") }
-            policy.factor = f
-        }
-        if let j = try r.number("jitter") {
-            guard (0...1).contains(j) else { throw r.error("jitter", "must be a fraction from 0 to 1") }
-            policy.jitter = j
-        }
-        if let a = try r.number("attempts") {
-            if a == .infinity {
-                policy.attempts = nil
-            } else {
-                guard a >= 0, a.rounded() == a else { throw r.error("attempts", "a whole number of at least 0, or math.huge") }
-                policy.attempts = Int(a)
-            }
-        }
-        if let b = try r.boolean("on_normal_close") { policy.onNormalClose = b }
-        if let codes = try r.integers("stop_codes") {
-            let reportable = Int(CloseCode.reportableRange.lowerBound)...Int(CloseCode.reportableRange.upperBound)
-            for code in codes where !reportable.contains(code) {
-                throw r.error("stop_codes", "close codes are \(CloseCode.reportableRangeText), got \(code)")
-            }
-            policy.stopCodes = Set(codes.map { UInt16($0) })
-        }
-        if let b = try r.boolean("retry_http") { policy.retryHTTP = b }
-        try r.finish()
+        try OptionField.read(fields, from: &r, into: &policy)
         return (policy, ())
     }
 }
 
 /// `queue = { limit = N, bytes = B, overflow = "drop_oldest" | "drop_newest" | "error" }`
-/// over the defaults (1024, 16 MiB, "error"); limit and bytes must be positive.
+/// over the defaults; limit and bytes must be positive.
 enum QueueOption {
     typealias Overflow = SendQueue<OutboundMessage>.Overflow
+    typealias Settings = (limit: Int, bytes: Int, overflow: Overflow)
+    static let defaults: Settings = (1024, 16 << 20, .error)
 
-    static func parse(_ t: inout LuaOptionTable) throws(LuaArgumentError) -> (limit: Int, bytes: Int, overflow: Overflow)? {
+    /// The fields of `queue`, in the docs' order.
+    static let fields: [OptionField<Settings>] = [
+        OptionField("limit", .count, doc: "the most messages waiting to be written", defaultText: "\(defaults.limit)") { q, v, _ in q.limit = v.int },
+        OptionField("bytes", .count, doc: "the most bytes waiting to be written", defaultText: "\(defaults.bytes >> 20) MiB") { q, v, _ in q.bytes = v.int },
+        OptionField(
+            "overflow", .choice(Overflow.allCases.map(\.rawValue)),
+            doc: "what a send does when either is reached: `\"error\"` refuses it (`nil, \"queue full ...\"`), `\"drop_oldest\"` throws away the oldest waiting messages to make room, `\"drop_newest\"` drops the new one; drops are counted",
+            defaultText: "`\"\(defaults.overflow.rawValue)\"`"
+        ) { q, v, _ in q.overflow = Overflow(rawValue: v.text) ?? .error },
+    ]
+
+    static func parse(_ t: inout LuaOptionTable) throws(LuaArgumentError) -> Settings? {
         guard var queue = try t.table("queue") else { return nil }
-        var result: (limit: Int, bytes: Int, overflow: Overflow) = (1024, 16 << 20, .error)
-        for key in ["limit", "bytes"] {
-            let value = queue.raw(key)
-            let n: Int
-            switch value {
-            case .nil: continue
-            case .integer(let i) where i > 0: n = Int(i)
-            case .number(let d) where d >= 1 && d < 9e18 && d.rounded() == d: n = Int(d)
-            case .integer(let i): throw queue.error(key, "a positive number expected, got \(i)")
-            case .number(let d): throw queue.error(key, "a positive number expected, got \(d)")
-            default: throw queue.error(key, "a positive number expected, got \(value.typeName)")
-            }
-            if key == "limit" { result.limit = n } else { result.bytes = n }
-        }
-        if let name = try queue.choice("overflow", ["drop_oldest", "drop_newest", "error"]) {
-            result.overflow = Overflow(rawValue: name) ?? .error
-        }
-        try queue.finish()
+        var result = defaults
+        try OptionField.read(fields, from: &queue, into: &result)
         return result
     }
 }
@@ -264,18 +292,44 @@ enum ProxyOption {
 
 /// `tls = { ca, insecure, pin_sha256, server_name, cert, key }`.
 enum TLSOption {
+    /// The fields of `tls`, in the docs' order.
+    static let fields: [OptionField<TLSOptions>] = [
+        OptionField("ca", .string, doc: "a PEM file of the CAs to trust: a client trusts these instead of the system's; a server asks every client for a certificate these signed", defaultText: "system trust (client), none (server)") {
+            o, v, _ in o.caFile = v.text
+        },
+        OptionField("insecure", .boolean, doc: "a client skips verifying the server's certificate (for tests; pins are still held)", defaultText: "`false`") {
+            o, v, _ in o.insecure = v.bool
+        },
+        OptionField(
+            "pin_sha256", .strings,
+            doc: "a client trusts a server whose chain has a key with one of these pins (base64 SHA-256 of the DER SubjectPublicKeyInfo, `sha256/` prefix optional) instead of the CAs",
+            defaultText: "none"
+        ) { o, v, _ in
+            o.pinSHA256 = v.list
+        },
+        OptionField("server_name", .string, doc: "the name a client sends (SNI) and verifies", defaultText: "the URL's host") { o, v, _ in o.serverName = v.text },
+        OptionField("cert", .string, doc: "a PEM certificate (chain) file: a server's own (required), or a client's for mutual TLS", defaultText: "none") { o, v, _ in
+            o.certificateFile = v.text
+        },
+        OptionField("key", .string, doc: "the PEM private key file of `cert`", defaultText: "none") { o, v, _ in o.privateKeyFile = v.text },
+    ]
+
     static func parse(_ t: inout LuaOptionTable) throws(LuaArgumentError) -> TLSOptions? {
         guard var table = try t.table("tls") else { return nil }
         var tls = TLSOptions()
-        tls.caFile = try table.string("ca")
-        tls.insecure = try table.boolean("insecure") ?? false
-        tls.pinSHA256 = try table.strings("pin_sha256") ?? []
-        tls.serverName = try table.string("server_name")
-        tls.certificateFile = try table.string("cert")
-        tls.privateKeyFile = try table.string("key")
-        try table.finish()
+        try OptionField.read(fields, from: &table, into: &tls)
         return tls
     }
+}
+
+extension TimeAmount {
+    /// `1`, `0.5`: seconds as the docs write them.
+    var secondsText: String { (Double(nanoseconds) / 1e9).shortText }
+}
+
+extension Double {
+    /// `2`, `0.2`: the shortest form.
+    var shortText: String { rounded() == self && abs(self) < 1e15 ? String(Int64(self)) : String(self) }
 }
 
 /// `auto_reply` as the prelude hands it on: only the rules of two strings, as a list of

@@ -53,6 +53,18 @@ public struct SessionOption: @unchecked Sendable {
     let listen: Use<ListenOptions>?
     /// The flags of the commands that set it.
     public let flags: [Flag]
+    /// A table option's fields (`reconnect.initial`), for the docs; empty for the others.
+    public var fields: [FieldDoc] = []
+
+    /// A field of a table option as the docs show it (``OptionField`` declares it).
+    public struct FieldDoc: Sendable {
+        public let name: String
+        public let typeText: String
+        /// The type as lua-language-server writes it.
+        public let luaType: String
+        public let doc: String
+        public let defaultText: String
+    }
 
     /// The roles that take it.
     public var roles: [Role] {
@@ -77,6 +89,12 @@ enum OptionType {
     case seconds
     /// A whole number of at least `min`.
     case integer(min: Int)
+    /// A whole number of at least 1 (a queue's limit).
+    case count
+    /// Any number (`math.huge` included); the field's own check says which.
+    case number(String)
+    /// An integer or a list of integers.
+    case integers
     case boolean
     case string
     /// One of these strings.
@@ -85,21 +103,24 @@ enum OptionType {
     case strings
     /// A table of names to strings (headers).
     case stringMap
-    /// Read by the option's own parser (a table of fields, or several shapes); `text`
-    /// names it in the docs.
-    case custom(String)
+    /// Read by the option's own parser (a table of fields, or several shapes); the text
+    /// names it in the docs, `lua` in the editors' definitions.
+    case custom(String, lua: String)
 
     /// What an error says was expected: `number`, `"open" or "manual"`, ...
     var expected: String {
         switch self {
         case .seconds: "number"
         case .integer(let min): "integer of at least \(min)"
+        case .count: "a positive number"
+        case .number: "number"
+        case .integers: "list of integers"
         case .boolean: "boolean"
         case .string: "string"
         case .choice(let names): LuaOptionTable.alternatives(names)
         case .strings: "list of strings"
         case .stringMap: "table"
-        case .custom(let text): text.replacingOccurrences(of: "`", with: "")
+        case .custom(let text, _): text.replacingOccurrences(of: "`", with: "")
         }
     }
 
@@ -107,12 +128,30 @@ enum OptionType {
         switch self {
         case .seconds: "seconds (0 to 1e9)"
         case .integer(let min): "integer ≥ \(min)"
+        case .count: "integer ≥ 1"
+        case .number(let range): range
+        case .integers: "integer or list of integers"
         case .boolean: "boolean"
         case .string: "string"
         case .choice(let names): names.map { "`\"\($0)\"`" }.joined(separator: " \\| ")
         case .strings: "string or list of strings"
         case .stringMap: "table of strings"
-        case .custom(let text): text
+        case .custom(let text, _): text
+        }
+    }
+
+    /// The type as lua-language-server writes it (`number`, `"a"|"b"`, `mw.Queue`).
+    var luaType: String {
+        switch self {
+        case .seconds, .number: "number"
+        case .integer, .count: "integer"
+        case .boolean: "boolean"
+        case .string: "string"
+        case .choice(let names): names.map { "\"\($0)\"" }.joined(separator: "|")
+        case .strings: "string|string[]"
+        case .integers: "integer|integer[]"
+        case .stringMap: "table<string, string>"
+        case .custom(_, let lua): lua
         }
     }
 
@@ -122,6 +161,9 @@ enum OptionType {
         switch self {
         case .seconds: return try t.seconds(key).map(OptionValue.number)
         case .integer(let min): return try t.integer(key, min: min).map(OptionValue.integer)
+        case .count: return try t.count(key).map(OptionValue.integer)
+        case .number: return try t.number(key).map(OptionValue.number)
+        case .integers: return try t.integers(key).map(OptionValue.integers)
         case .boolean: return try t.boolean(key).map(OptionValue.boolean)
         case .string: return try t.string(key).map(OptionValue.string)
         case .choice(let names): return try t.choice(key, names).map(OptionValue.string)
@@ -138,7 +180,17 @@ enum OptionType {
 /// A value read by its ``OptionType``; the accessors hold because the declaration
 /// chose the type.
 enum OptionValue {
-    case number(Double), integer(Int), boolean(Bool), string(String), strings([String]), stringMap([(String, String)]), raw(LuaValue)
+    case number(Double), integer(Int), boolean(Bool), string(String), strings([String]), integers([Int]), stringMap([(String, String)]), raw(LuaValue)
+
+    /// Any number (``seconds`` is one in seconds).
+    var double: Double {
+        guard case .number(let d) = self else { preconditionFailure("not a number: \(self)") }
+        return d
+    }
+    var ints: [Int] {
+        guard case .integers(let l) = self else { preconditionFailure("not integers: \(self)") }
+        return l
+    }
 
     var seconds: TimeAmount {
         guard case .number(let s) = self else { preconditionFailure("not seconds: \(self)") }
@@ -184,6 +236,45 @@ extension LuaOptionTable {
         let quoted = names.map { "\"\($0)\"" }
         return quoted.count < 2 ? quoted.joined() : quoted.dropLast().joined(separator: ", ") + " or " + quoted[quoted.count - 1]
     }
+}
+
+/// A field of a table option (`reconnect.initial`, `queue.limit`, `tls.ca`), declared
+/// once like the options themselves: its name, type, doc line and default, and where its
+/// value goes. The option's parser reads its table through its fields
+/// (``read(_:from:into:)``), and the docs' table of the fields comes from them
+/// (``SessionOption/fields``).
+struct OptionField<Target> {
+    let name: String
+    let type: OptionType
+    let doc: String
+    let defaultText: String
+    /// Stores the value read; throws (through the table, naming the field) what its type
+    /// alone does not check.
+    let apply: (inout Target, OptionValue, inout LuaOptionTable) throws(LuaArgumentError) -> Void
+
+    init(_ name: String, _ type: OptionType, doc: String, defaultText: String,
+         apply: @escaping (inout Target, OptionValue, inout LuaOptionTable) throws(LuaArgumentError) -> Void) {
+        (self.name, self.type, self.doc, self.defaultText, self.apply) = (name, type, doc, defaultText, apply)
+    }
+
+    var fieldDoc: SessionOption.FieldDoc { .init(name: name, typeText: type.docText, luaType: type.luaType, doc: doc, defaultText: defaultText) }
+
+    /// Reads each of `fields` from `t` into `target`, then refuses any other key.
+    static func read(_ fields: [OptionField], from t: inout LuaOptionTable, into target: inout Target) throws(LuaArgumentError) {
+        for field in fields {
+            guard let value = try field.type.read(field.name, from: &t) else { continue }
+            try field.apply(&target, value, &t)
+        }
+        try t.finish()
+    }
+}
+
+extension Array {
+    /// The docs of a table option's fields.
+    func docs<Target>() -> [SessionOption.FieldDoc] where Element == OptionField<Target> { map(\.fieldDoc) }
+
+    /// `{ a, b, c }`: the fields' names, as the options table shows a table option.
+    func shape<Target>() -> String where Element == OptionField<Target> { "`{ " + map(\.name).joined(separator: ", ") + " }`" }
 }
 
 /// The table of declarations, in the docs' order.
@@ -263,11 +354,11 @@ public enum OptionDeclarations {
             flags: [Flag(name: "compress", short: nil, commands: [.connect, .listen], path: "compress", help: "Offer or accept permessage-deflate compression.", valueName: nil)]
         ),
         SessionOption(
-            name: "tls", type: .custom("table"),
-            connect: Connect(doc: "`{ ca, insecure, pin_sha256 = {...}, server_name, cert, key }`", defaultText: "system trust") { o, _, t throws(LuaArgumentError) in
+            name: "tls", type: .custom("table", lua: "mw.Tls"),
+            connect: Connect(doc: "\(TLSOption.fields.shape()); see *TLS fields*", defaultText: "system trust") { o, _, t throws(LuaArgumentError) in
                 if let tls = try TLSOption.parse(&t) { o.dial.tls = tls }
             },
-            listen: Listen(doc: "`{ cert, key, ca }` for `wss://` and `tls://`: `cert` and `key` required; `ca` makes client certificates mandatory", defaultText: "none") { o, _, t throws(LuaArgumentError) in
+            listen: Listen(doc: "`{ cert, key, ca }` for `wss://` and `tls://`: `cert` and `key` required; `ca` makes client certificates mandatory; see *TLS fields*", defaultText: "none") { o, _, t throws(LuaArgumentError) in
                 if let tls = try TLSOption.parse(&t) { o.server.tls = tls }
             },
             flags: [
@@ -275,10 +366,11 @@ public enum OptionDeclarations {
                 Flag(name: "insecure", short: nil, commands: [.connect], path: "tls.insecure", help: "Skip certificate verification.", valueName: nil),
                 Flag(name: "tls-cert", short: nil, commands: [.listen], path: "tls.cert", help: "The server's PEM certificate (chain), for wss:// and tls://.", valueName: "file"),
                 Flag(name: "tls-key", short: nil, commands: [.listen], path: "tls.key", help: "The certificate's PEM private key.", valueName: "file"),
-            ]
+            ],
+            fields: TLSOption.fields.docs()
         ),
         SessionOption(
-            name: "proxy", type: .custom("string or `false`"),
+            name: "proxy", type: .custom("string or `false`", lua: "string|false"),
             connect: Connect(
                 doc: "`\"http://[user:pass@]host:port\"` (HTTP CONNECT) or `\"socks5://host:port\"`; `false`: no proxy, whatever the environment says; see *Proxies*",
                 defaultText: "from the environment"
@@ -289,7 +381,7 @@ public enum OptionDeclarations {
             flags: [Flag(name: "proxy", short: nil, commands: [.connect], path: "proxy", help: "An http:// or socks5:// proxy, or none.", valueName: "url")]
         ),
         SessionOption(
-            name: "heartbeat", type: .custom("table or `false`"),
+            name: "heartbeat", type: .custom("table or `false`", lua: "mw.Heartbeat|false"),
             connect: Connect(
                 doc: "`{ interval, timeout, message, reply, kind }`, or `false`; see *Heartbeats*",
                 defaultText: "`{ interval = 30, timeout = 10 }` (off for TCP)"
@@ -315,7 +407,7 @@ public enum OptionDeclarations {
             listen: nil, flags: []
         ),
         SessionOption(
-            name: "auto_reply", type: .custom("table"),
+            name: "auto_reply", type: .custom("table", lua: "mw.AutoReplyRule|mw.AutoReplyRule[]"),
             connect: Connect(
                 doc: "answers to the peer's own pings: `{ match =, reply = }` or a list of them; see *Answering the peer's pings*", defaultText: "none"
             ) { o, v, _ in o.configuration.autoReply = AutoReplyOption.rules(v) },
@@ -333,20 +425,21 @@ public enum OptionDeclarations {
             listen: nil, flags: []
         ),
         SessionOption(
-            name: "reconnect", type: .custom("table or `false`"),
+            name: "reconnect", type: .custom("table or `false`", lua: "mw.Reconnect|false"),
             connect: Connect(
-                doc: "`{ initial, factor, max, jitter, attempts, stop_codes, on_normal_close, retry_http }`, or `false`; see *Reconnecting*",
+                doc: "\(ReconnectOption.fields.shape()), or `false`; see *Reconnecting*",
                 defaultText: "`{ initial = 1, factor = 2, max = 30, jitter = 0.2, attempts = 10 }`"
             ) { o, _, t throws(LuaArgumentError) in
                 if let reconnect = try ReconnectOption.parse(&t) { o.configuration.reconnect = reconnect.value }
             },
             listen: nil,
-            flags: [Flag(name: "reconnect", short: nil, commands: [.connect], path: "reconnect", help: "Reconnect with backoff when it is lost.", valueName: nil)]
+            flags: [Flag(name: "reconnect", short: nil, commands: [.connect], path: "reconnect", help: "Reconnect with backoff when it is lost.", valueName: nil)],
+            fields: ReconnectOption.fields.docs()
         ),
         SessionOption(
-            name: "queue", type: .custom("table"),
+            name: "queue", type: .custom("table", lua: "mw.Queue"),
             connect: Connect(
-                doc: "the send budget: `{ limit = N, bytes = B, overflow = \"drop_oldest\" \\| \"drop_newest\" \\| \"error\" }`, see [Send budget](#send-budget-slow-peers-and-drain)",
+                doc: "the send budget: \(QueueOption.fields.shape()), see [Send budget](#send-budget-slow-peers-and-drain)",
                 defaultText: "`{ limit = 1024, bytes = 16 MiB, overflow = \"error\" }`"
             ) { o, _, t throws(LuaArgumentError) in
                 if let queue = try QueueOption.parse(&t) { (o.configuration.queueLimit, o.configuration.queueBytes, o.configuration.overflow) = queue }
@@ -354,7 +447,8 @@ public enum OptionDeclarations {
             listen: Listen(doc: "each peer's send budget, as for `mw.connect`", defaultText: "as for `mw.connect`") { o, _, t throws(LuaArgumentError) in
                 if let queue = try QueueOption.parse(&t) { (o.server.queueLimit, o.server.queueBytes, o.server.overflow) = queue }
             },
-            flags: []
+            flags: [],
+            fields: QueueOption.fields.docs()
         ),
         SessionOption(
             name: "slow_peer", type: .choice(MessageServerOptions.SlowPeer.allCases.map(\.rawValue)), connect: nil,
@@ -364,7 +458,7 @@ public enum OptionDeclarations {
             flags: []
         ),
         SessionOption(
-            name: "framing", type: .custom("string, table or (`mw.connect` only) function"),
+            name: "framing", type: .custom("string, table or (`mw.connect` only) function", lua: "\"line\"|\"raw\"|table|fun(buffer: string): string?, integer?"),
             connect: Connect(
                 doc: "TCP: \(LuaFraming.syntax), or `fn(buffer) -> message, consumed \\| nil`; WebSocket: the function only, see *Several messages in one WebSocket message*",
                 defaultText: "`\"line\"` (TCP), none (WebSocket)"
@@ -375,7 +469,7 @@ public enum OptionDeclarations {
             flags: [Flag(name: "framing", short: nil, commands: [.connect, .listen], path: "framing", help: "tcp/tls: \(LuaFraming.flagSyntax) (default line).", valueName: "framing")]
         ),
         SessionOption(
-            name: "codec", type: .custom("string or table"),
+            name: "codec", type: .custom("string or table", lua: "\"json\"|\"msgpack\"|\"cbor\"|mw.Codec"),
             connect: Connect(
                 doc: "`\"json\"` (the native `mw.json`, see *The JSON codec*), `\"msgpack\"` or `\"cbor\"` (the native `mw.msgpack` / `mw.cbor`, docs/formats.md), or `{ encode = fn, decode = fn }` applied to every send / message",
                 defaultText: "none"
@@ -447,11 +541,48 @@ public enum OptionDeclarations {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Every role's table with its markers: what `moonwire defs --options` prints.
+    /// The Markdown table of a table option's fields (`reconnect`).
+    public static func markdownTable(fieldsOf option: SessionOption) -> String {
+        var lines = ["| field | type | meaning | default |", "|---|---|---|---|"]
+        for field in option.fields {
+            lines.append("| `\(field.name)` | \(field.typeText) | \(field.doc) | \(field.defaultText) |")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Every role's table and every table option's fields, with their markers
+    /// (`<!-- options: mw.connect -->`, `<!-- options: reconnect -->`): what
+    /// `moonwire defs --options` prints.
     public static func markdownTables() -> String {
-        SessionOption.Role.allCases.map { role in
+        let roles = SessionOption.Role.allCases.map { role in
             "<!-- options: \(role.function) -->\n" + markdownTable(for: role) + "<!-- /options -->\n"
-        }.joined(separator: "\n")
+        }
+        let fields = all.filter { !$0.fields.isEmpty }.map { option in
+            "<!-- options: \(option.name) -->\n" + markdownTable(fieldsOf: option) + "<!-- /options -->\n"
+        }
+        return (roles + fields).joined(separator: "\n")
+    }
+
+    /// The lua-language-server classes of the options (`mw.ConnectOptions`,
+    /// `mw.ListenOptions`) and of the table options' fields (`mw.Reconnect`), as the
+    /// definition file `moonwire init` writes has them.
+    public static func luaClasses() -> String {
+        func line(_ name: String, _ type: String, _ doc: String) -> String {
+            "---@field \(name)? \(type) \(doc.replacingOccurrences(of: "\n", with: " "))"
+        }
+        var out: [String] = []
+        for option in all where !option.fields.isEmpty {
+            guard case .custom(_, let lua) = option.type, let name = lua.split(separator: "|").first else { continue }
+            out.append("---@class \(name)")
+            out += option.fields.map { line($0.name, $0.luaType, $0.doc) }
+            out.append("")
+        }
+        for (role, name) in [(SessionOption.Role.connect, "mw.ConnectOptions"), (.listen, "mw.ListenOptions")] {
+            out.append("---@class \(name)")
+            out += all.compactMap { option in option.doc(for: role).map { line(option.name, option.type.luaType, $0.doc) } }
+            out.append("")
+        }
+        return out.joined(separator: "\n")
     }
 
     /// `connect --max-message max_message` lines: every declared flag and what it sets.

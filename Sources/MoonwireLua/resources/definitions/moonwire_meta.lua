@@ -15,20 +15,8 @@
 ---@field reply? string|fun(msg: any): boolean a Lua pattern or a function recognising the answer (consumed)
 ---@field kind? mw.Kind the probe's kind
 
----@class mw.Reconnect
----@field initial? number seconds before the first attempt (1)
----@field factor? number growth of each delay (2)
----@field max? number the longest delay (30)
----@field jitter? number spread of each delay, a fraction (0.2)
----@field attempts? integer|number attempts after each loss, math.huge for ever (10)
----@field stop_codes? integer[] close codes from the peer that end the connection, on top of 1003 and 1008
----@field on_normal_close? boolean whether the peer's 1000 reconnects (true)
----@field retry_http? boolean whether a handshake refused with HTTP 4xx is retried (false)
-
----@class mw.Queue
----@field limit? integer messages that may wait (1024)
----@field bytes? integer bytes that may wait (16 MiB)
----@field overflow? "error"|"drop_oldest"|"drop_newest"
+-- @options: mw.ConnectOptions, mw.ListenOptions and the fields of their table options
+-- (mw.Reconnect, mw.Queue, mw.Tls) go here, made from the options' declarations.
 
 ---@class mw.AutoReplyRule
 ---@field match string|fun(msg: any, kind: mw.Kind): any
@@ -37,40 +25,6 @@
 ---@class mw.Codec
 ---@field encode? fun(value: any): string
 ---@field decode? fun(bytes: string, kind: mw.Kind): any, string?
-
----@class mw.ConnectOptions
----@field headers? table<string, string>
----@field protocols? string[]
----@field connect_timeout? number
----@field max_message? integer
----@field close_timeout? number
----@field compress? boolean
----@field tls? { ca?: string, insecure?: boolean, pin_sha256?: string[], server_name?: string, cert?: string, key?: string }
----@field proxy? string|false
----@field heartbeat? mw.Heartbeat|false
----@field ready? "open"|"manual"
----@field auto_reply? mw.AutoReplyRule|mw.AutoReplyRule[]
----@field kind? "auto"|mw.Kind
----@field reconnect? mw.Reconnect|false
----@field queue? mw.Queue
----@field framing? "line"|"raw"|table|fun(buffer: string): string?, integer?
----@field codec? "json"|"msgpack"|"cbor"|mw.Codec
----@field record? string
----@field record_secrets? boolean
-
----@class mw.ListenOptions
----@field protocols? string[]
----@field max_message? integer
----@field compress? boolean
----@field close_timeout? number
----@field handshake_timeout? number
----@field tls? { cert: string, key: string, ca?: string }
----@field framing? "line"|"raw"|table
----@field codec? "json"|"msgpack"|"cbor"|mw.Codec
----@field heartbeat? mw.Heartbeat|false
----@field queue? mw.Queue
----@field slow_peer? "drop"|"close"
----@field auto_reply? mw.AutoReplyRule|mw.AutoReplyRule[]
 
 ---@class mw.OpenInfo
 ---@field reconnects integer opens of this connection before this one
