@@ -120,10 +120,8 @@ final class ConnectSession: ManagedConnectionDelegate, @unchecked Sendable {
             sendFile(argument)
         case "stats":
             printer.event("stats", statsLine())
-        case "help", "?":
-            printer.event("help", Self.help)
         default:
-            printer.complaint("unknown command /\(name); /help lists them, // sends a line starting with /")
+            printer.otherCommand(name, help: Self.help)
         }
     }
 

@@ -133,10 +133,8 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
                 "[\(p.id)] \(p.remoteAddress) \(p.request.path): received \(p.stats.messagesReceived), sent \(p.stats.messagesSent)"
             }
             printer.event("peers", list.isEmpty ? "no peers" : list.joined(separator: "\n"))
-        case "help", "?":
-            printer.event("help", Self.help)
         default:
-            printer.complaint("unknown command /\(name); /help lists them, // sends a line starting with /")
+            printer.otherCommand(name, help: Self.help)
         }
     }
 

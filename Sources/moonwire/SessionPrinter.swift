@@ -108,6 +108,16 @@ final class SessionPrinter: @unchecked Sendable {
         event("error", text, isError: true)
     }
 
+    /// A prompt command the session has no case of its own for: `/help` (or `/?`) shows
+    /// `help`, anything else is unknown. The same for `connect` and `listen`.
+    func otherCommand(_ name: String, help: String) {
+        if name == "help" || name == "?" {
+            event("help", help)
+        } else {
+            complaint("unknown command /\(name); /help lists them, // sends a line starting with /")
+        }
+    }
+
     /// `--jsonl`: `{"time":…,"direction":…,"peer":…,"kind":…,"data":…}`.
     private func jsonLine(direction: Direction, peer: String?, _ fields: [(String, String)]) {
         var members = [
