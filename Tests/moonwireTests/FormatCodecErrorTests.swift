@@ -62,5 +62,7 @@ import Testing
             #expect(heard != nil, "\(name): on_error did not hear of it\n\(r.stdout)")
         }
         #expect(r.stderr.components(separatedBy: "peer 1: decode: ").count == 4, "each server logs its peer's message\n\(r.stderr)")
+        // binary that is not text is logged in hex
+        #expect(r.stderr.components(separatedBy: "; the message (2 bytes): hex 0a05\n").count == 4, "\(r.stderr)")
     }
 }

@@ -537,9 +537,16 @@ local function decode_failed(c, st, owner, err, raw)
   if st.on_error[1] then
     for _, handler in ipairs(st.on_error) do handler(c, text, raw) end
   else
-    local shown = #raw > 200 and raw:sub(1, 200) .. "..." or raw
+    -- Text quoted (its first 200 bytes), anything else (not UTF-8, or control bytes
+    -- other than tab and line ends) in hex (its first 64).
+    local shown
+    if utf8.len(raw) and not raw:find("[%z\1-\8\11\12\14-\31\127]") then
+      shown = ("%q"):format(#raw > 200 and raw:sub(1, 200) .. "..." or raw)
+    else
+      shown = "hex " .. raw:sub(1, 64):gsub(".", function(ch) return ("%02x"):format(ch:byte()) end) .. (#raw > 64 and "..." or "")
+    end
     local who = st.peer and ("peer " .. tostring(c.id)) or "connection"
-    host.log("warn", ("%s: %s; the message (%d bytes): %q"):format(who, text, #raw, shown))
+    host.log("warn", ("%s: %s; the message (%d bytes): %s"):format(who, text, #raw, shown))
   end
   local taken = st.waiters[1] and wake(st, is_kind("receive"), nil, text)
   if not taken and st.inbox and not owner.on_message[1] then inbox_push(st, { nil, text, failed = true }) end
