@@ -1,5 +1,4 @@
 import CLua
-import CLuaShim
 import CMoonJSON
 import CMoonPack
 import CMoonProto
@@ -36,11 +35,7 @@ enum NativeCodec {
         case .json: return mw_json_decode_bytes(L, bytes.baseAddress, bytes.count)
         case .msgpack: return mw_msgpack_decode_bytes(L, bytes.baseAddress, bytes.count)
         case .cbor: return mw_cbor_decode_bytes(L, bytes.baseAddress, bytes.count)
-        case .protobuf(let index):
-            lua_getiuservalue(L, session, 1)
-            let status = mw_protobuf_decode_from(L, -1, index, bytes.baseAddress, bytes.count)
-            mw_remove(L, -3)
-            return status
+        case .protobuf(let index): return mw_protobuf_decode_from(L, session, index, bytes.baseAddress, bytes.count)
         }
     }
 
@@ -52,11 +47,7 @@ enum NativeCodec {
         case .json: return mw_json_encode_into(L, index, out)
         case .msgpack: return mw_msgpack_encode_into(L, index, out)
         case .cbor: return mw_cbor_encode_into(L, index, out)
-        case .protobuf(let message):
-            lua_getiuservalue(L, session, 1)
-            let status = mw_protobuf_encode_into(L, -1, message, index, out)
-            mw_remove(L, status == LUA_OK ? -1 : -2)
-            return status
+        case .protobuf(let message): return mw_protobuf_encode_into(L, session, message, index, out)
         }
     }
 
