@@ -66,7 +66,7 @@ let package = Package(
         // `protobuf` is just -lprotobuf; the parser (compiler::Importer) is in it too.
         .target(
             name: "CMoonProto",
-            dependencies: ["CLua"],
+            dependencies: ["CLua", "CMoonJSON"],
             cSettings: [.unsafeFlags(["-O2"])],
             cxxSettings: [.unsafeFlags(["-O2"])],
             linkerSettings: [.linkedLibrary("protobuf")]

@@ -1558,3 +1558,104 @@ int mw_protobuf_open(lua_State *L) {
     lua_setfield(L, -2, "enum_values");
     return 1;
 }
+
+/* ================================================================ connection codecs */
+
+/* `codec = mw.protobuf.codec(name)` on a connection or server runs here, as the
+ * native JSON, MessagePack and CBOR codecs do: decoded from the frame's bytes,
+ * encoded into the buffer that becomes the frame (no Lua string either way). The
+ * schema is the first user value of the session's userdata (`owner_idx`). */
+
+int mw_protobuf_is_type(lua_State *L, int schema_idx, lua_Integer index) {
+    schema_box *box = (schema_box *)luaL_testudata(L, schema_idx, SCHEMA);
+    return box && box->s && index >= 0 && (lua_Unsigned)index < box->s->nmessages;
+}
+
+/* The protected halves of decode and encode, as closures with the native module's
+ * upvalues, kept in the registry (made on first use): called directly, with no
+ * closure of the module's in between. */
+static char decode_from_key, encode_into_key;
+
+static int make_halves(lua_State *L) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &decode_key);
+    lua_getupvalue(L, -1, UV_INNER);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &decode_from_key);
+    lua_getupvalue(L, -1, UV_SIDE);
+    lua_pushcclosure(L, encode_run, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &encode_into_key);
+    return 0;
+}
+
+/* Pushes the half at `key` and the schema; LUA_OK, or an error status with the
+ * message pushed (running out of memory the first time, or no schema). */
+static int push_half(lua_State *L, const void *key, int owner_idx) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        lua_pushcfunction(L, make_halves);
+        int status = lua_pcall(L, 0, 0, 0);
+        if (status != LUA_OK) return status;
+        lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+    }
+    if (lua_getiuservalue(L, owner_idx, 1) != LUA_TUSERDATA) {
+        lua_pop(L, 2);
+        lua_pushliteral(L, "no protobuf schema");
+        return LUA_ERRRUN;
+    }
+    return LUA_OK;
+}
+
+int mw_protobuf_decode_from(lua_State *L, int owner_idx, int index, const void *bytes, size_t n) {
+    owner_idx = lua_absindex(L, owner_idx);
+    int status = push_half(L, &decode_from_key, owner_idx);
+    if (status == LUA_OK) {
+        lua_pushinteger(L, index);
+        lua_pushlightuserdata(L, (void *)bytes);
+        lua_pushinteger(L, (lua_Integer)n);
+        status = lua_pcall(L, 4, 1, 0);
+    }
+    if (status == LUA_OK) {
+        lua_pushnil(L);
+    } else {
+        /* As decode says it: nil and the message (running out of memory too). */
+        lua_pushnil(L);
+        lua_insert(L, -2);
+    }
+    return LUA_OK;
+}
+
+#define ENCODE_INTO_ROOM 1024
+
+int mw_protobuf_encode_into(lua_State *L, int owner_idx, int index, int value_idx, mwj_buffer *out) {
+    owner_idx = lua_absindex(L, owner_idx);
+    value_idx = lua_absindex(L, value_idx);
+    mwj_buffer_init(out);
+    /* Room for most messages from the start (malloc takes as long for 1 KiB as
+     * for the encoder's first 256 bytes), so they are not copied as they grow. */
+    buffer b = { NULL, 0, 0 };
+    int status = push_half(L, &encode_into_key, owner_idx);
+    if (status == LUA_OK) {
+        if ((b.data = (uint8_t *)malloc(ENCODE_INTO_ROOM)) != NULL) b.room = ENCODE_INTO_ROOM;
+        lua_pushinteger(L, index);
+        lua_pushvalue(L, value_idx);
+        lua_pushlightuserdata(L, &b);
+        status = lua_pcall(L, 4, 0, 0);
+    }
+    if (status != LUA_OK) {
+        free(b.data);
+        luaL_tolstring(L, -1, NULL);
+        lua_pushliteral(L, "mw.protobuf.encode: ");
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+        lua_replace(L, -2);
+        return status;
+    }
+    /* The encoder's malloc'd bytes become the caller's buffer (freed by mwj_buffer_free). */
+    if (b.size == 0) {
+        free(b.data);
+    } else {
+        out->data = (char *)b.data;
+        out->size = b.size;
+        out->room = b.room;
+    }
+    return LUA_OK;
+}

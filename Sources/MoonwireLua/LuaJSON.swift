@@ -16,14 +16,16 @@ extension LuaState {
     /// A received message for the prelude's message dispatchers: `message, kind`; with
     /// a native codec the value decoded from the buffer's bytes (no Lua string on the
     /// way), and when they do not decode `nil, kind, err, raw` (the raw message as a string).
-    /// Returns the number of values pushed.
+    /// Returns the number of values pushed. The session's userdata is on top of the stack
+    /// (the dispatcher pushed it): a protobuf codec's schema is its user value.
     func pushMessage(_ message: ByteBuffer, kind: MessageKind, codec: NativeCodec?) -> Int32 {
         guard let codec else {
             message.withUnsafeReadableBytes { push(bytes: $0) }
             push(kind: kind)
             return 2
         }
-        let status = message.withUnsafeReadableBytes { codec.decode(L, $0) }
+        let session = lua_gettop(L)
+        let status = message.withUnsafeReadableBytes { codec.decode(L, $0, session: session) }
         if status != LUA_OK {
             // Only running out of memory gets here: the message as a decode error.
             let error = popString()

@@ -1,3 +1,4 @@
+import CLua
 import MoonwireCore
 import NIOCore
 
@@ -12,8 +13,8 @@ final class LuaServer: MessageServerDelegate {
     var handle: LuaReference?
     /// The Lua side of every open peer, by the Core peer's id.
     var peers: [Int: LuaPeer] = [:]
-    /// `codec = "json"`, `"msgpack"` or `"cbor"`: messages are decoded from their bytes
-    /// and sends encoded straight into the frame, by the native codec.
+    /// `codec = "json"`, `"msgpack"`, `"cbor"` or a protobuf codec: messages are decoded
+    /// from their bytes and sends encoded straight into the frame, by the native codec.
     var codec: NativeCodec?
     /// Sees every event first (`moonwire listen --script` prints them); it reports the
     /// server's own failures then, instead of the runtime's log.
@@ -31,6 +32,13 @@ final class LuaServer: MessageServerDelegate {
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
             p.handle = lua.pushHandle(object: p, class: LuaPeer.className)
+            if case .protobuf? = codec, let server = handle {
+                // The peer's userdata keeps the server's schema too (its sends and messages use it).
+                lua.push(server)
+                lua_getiuservalue(lua.L, -1, 1)
+                lua_setiuservalue(lua.L, -3, 1)
+                lua.pop()
+            }
             var headers: [LuaValue: LuaValue] = [:]
             for (name, value) in request.headers { headers[.text(name.lowercased())] = .text(value) }
             var table: [LuaValue: LuaValue] = [

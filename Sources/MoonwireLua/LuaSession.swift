@@ -11,8 +11,9 @@ class LuaSession {
     let session: MessageSession
     /// Its userdata, while Lua may hear of it.
     var handle: LuaReference?
-    /// `codec = "json"`, `"msgpack"` or `"cbor"` (a peer's is its server's): messages are
-    /// decoded from their bytes and sends encoded straight into the frame, by the native codec.
+    /// `codec = "json"`, `"msgpack"`, `"cbor"` or a protobuf codec (a peer's is its
+    /// server's): messages are decoded from their bytes and sends encoded straight into
+    /// the frame, by the native codec.
     var codec: NativeCodec?
 
     init(session: MessageSession, codec: NativeCodec?) {

@@ -72,12 +72,15 @@ extension ScriptRuntime {
         try args.withObject(class: LuaConnection.className, expected: LuaConnection.typeName, body)
     }
 
-    /// `host.connect(url, opts)`: the prelude has taken out the codec.
+    /// `host.connect(url, opts[, schema, index])`: the prelude has taken out the codec (a
+    /// protobuf codec comes as its schema and message index).
     func connect(_ args: LuaArguments) throws -> Int32 {
         let (text, url) = try endpoint(args, TransportURL.init)
         let opts = try OptionDeclarations.copy(args, 2, role: .connect)
         let framer = LuaFramer(runtime: self)
         var parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
+        let protobuf = try NativeCodec(protobufAt: 3, args)
+        if let protobuf { parsed.codec = protobuf }
         parsed.configuration.sendBudget = sendBudget
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
@@ -86,6 +89,7 @@ extension ScriptRuntime {
         framer.connection = c
         managed.delegate = c
         c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
+        if protobuf != nil { NativeCodec.keepSchema(at: 3, args) }
         connections[ObjectIdentifier(c)] = c
         metrics.dialing(c)
         // Dial on the next loop turn, so handlers set right after mw.connect see every event.

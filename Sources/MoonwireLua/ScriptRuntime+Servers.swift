@@ -90,14 +90,16 @@ extension ScriptRuntime {
         try args.object(class: LuaPeer.className, expected: "peer")
     }
 
-    /// `host.listen(url, opts)` → server | nil, err. The prelude has taken out the codec
-    /// and a framing function.
+    /// `host.listen(url, opts[, schema, index])` → server | nil, err. The prelude has taken
+    /// out the codec (a protobuf codec comes as its schema and message index) and a
+    /// framing function.
     func listen(_ args: LuaArguments) throws -> Int32 {
         let url = try endpoint(args, ServerURL.init).url
         let opts = try OptionDeclarations.copy(args, 2, role: .listen)
         let parsed = try ListenOptions(opts, function: args.function, url: url)
         let options = parsed.server
-        let codec = parsed.codec
+        let protobuf = try NativeCodec(protobufAt: 3, args)
+        let codec = protobuf ?? parsed.codec
         let server: MessageServer
         do {
             server = try MessageServer(url: url, options: options, eventLoop: eventLoop)
@@ -111,6 +113,7 @@ extension ScriptRuntime {
         s.codec = codec
         server.delegate = s
         s.handle = args.lua.pushHandle(object: s, class: LuaServer.className)
+        if protobuf != nil { NativeCodec.keepSchema(at: 3, args) }
         servers[ObjectIdentifier(s)] = s
         return 1
     }
@@ -190,7 +193,7 @@ extension LuaArguments {
 
     /// Like ``message(at:kindAt:codec:)``, handing `body` the Lua string's own bytes (valid
     /// for the call only) instead of a copy; with a `codec` (a connection or server with
-    /// `codec = "json"`, `"msgpack"` or `"cbor"`), the bytes the native encoder wrote for
+    /// `codec = "json"`, `"msgpack"`, `"cbor"` or a protobuf codec), the bytes the native encoder wrote for
     /// the value at `index`, sent as the codec's kind unless the script asks for another.
     func withMessage<R>(
         at index: Int32,
@@ -248,7 +251,8 @@ extension LuaArguments {
         var text = mwj_buffer()
         return try withUnsafeMutablePointer(to: &text) { (text) throws(LuaArgumentError) -> R in
             defer { mwj_buffer_free(text) }
-            guard codec.encode(lua.L, stackIndex, into: text) == LUA_OK else {
+            // `self` (index 0): the connection, peer or server, whose user value is a protobuf codec's schema.
+            guard codec.encode(lua.L, stackIndex, session: index(0), into: text) == LUA_OK else {
                 var message = lua.popString()
                 let prefix = codec.encodePrefix
                 if message.hasPrefix(prefix) { message.removeFirst(prefix.count) }

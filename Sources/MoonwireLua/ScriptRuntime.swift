@@ -421,7 +421,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         mw_pushcfunction(lua.L, mw_pack_install)
         lua.setField("pack_native", table: -2)
         // The codec names Swift runs natively (`codec = NAME`), for the prelude.
-        lua.push(LuaValue.table(Dictionary(uniqueKeysWithValues: NativeCodec.allCases.map { (LuaValue.text($0.rawValue), LuaValue.boolean(true)) })))
+        lua.push(LuaValue.table(Dictionary(uniqueKeysWithValues: NativeCodec.named.map { (LuaValue.text($0.name), LuaValue.boolean(true)) })))
         lua.setField("native_codecs", table: -2)
         // host.protobuf_native(array_mt, object_mt): mw.protobuf's native half (CMoonProto).
         mw_pushcfunction(lua.L, mw_protobuf_open)

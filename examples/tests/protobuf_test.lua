@@ -102,12 +102,61 @@ describe("mw.protobuf codec", function()
       assert.is_false(ok)
       assert.matches('chat.Envelope.login: no field named "' .. wrong .. '" in chat.Login$', err)
     end
-    -- through a connection's send: the error is at the caller's line
+    -- through a connection's send: the error names the send and the field
     local c = mw.connect(url, { codec = codec })
     ok, err = pcall(c.send, c, { id = "x" })
     assert.is_false(ok)
-    assert.matches('chat.Envelope.id: expected integer, got string "x"$', err)
+    assert.matches('c:send: chat.Envelope.id: expected integer, got string "x"$', err)
+    ok, err = pcall(c.send, c, "not a table")
+    assert.is_false(ok)
+    assert.matches('c:send: chat.Envelope: expected table, got string "not a table"$', err)
     c:close()
+  end)
+
+  it("keeps unknown fields through a server's decode and send", function()
+    -- A Say with a field 99 chat.Envelope does not have: the server echoes the table.
+    local sent = pb.encode("chat.Envelope", { say = { text = "hi", tags = { "a" } } }) .. field(99, 0, varint(300))
+    local plain = mw.connect(url)
+    plain:send(sent, "binary")
+    local back, kind = assert(plain:receive(2))
+    assert.are.equal("binary", kind)
+    assert.are.equal(sent, back)
+    plain:close()
+  end)
+
+  it("broadcasts tables to every peer, and each decodes them", function()
+    local s = assert(mw.listen("ws://127.0.0.1:0/", { codec = codec }))
+    s:on_message(function(peer, env) peer:send(env) end)
+    local a, b = mw.connect(s:url(), { codec = codec }), mw.connect(s:url(), { codec = codec })
+    -- An answer from each peer: both are the server's before the broadcast.
+    for _, c in ipairs({ a, b }) do
+      c:send({ id = 1 })
+      assert.are.equal(1, assert(c:receive(2)).id)
+    end
+    assert.are.equal(2, s:broadcast({ id = 5, say = { text = "all" } }))
+    for _, c in ipairs({ a, b }) do
+      local env, kind = assert(c:receive(2))
+      assert.are.equal("binary", kind)
+      assert.are.equal("all", env.say.text)
+      c:close()
+    end
+    s:close()
+  end)
+
+  it("keeps a connection's schema when the type is loaded again", function()
+    local c = mw.connect(url, { codec = pb.codec("chat.Envelope") })
+    pb.load(here .. "../chat.proto")
+    collectgarbage()
+    c:send({ id = 3, say = { text = "again" } })
+    local env = assert(c:receive(2))
+    assert.are.equal("again", env.say.text)
+    c:close()
+  end)
+
+  it("matches raw bytes only with a string reply (the rest of a rule gets the table)", function()
+    local ok, err = pcall(mw.connect, url, { codec = codec, auto_reply = { match = "x", reply = function() end } })
+    assert.is_false(ok)
+    assert.matches('with codec = mw.protobuf.codec%("chat.Envelope"%) a string match needs a string reply', err)
   end)
 
   it("chooses the payload's type by a field (the envelope form)", function()

@@ -20,6 +20,8 @@
 
 #include <lua.h>
 
+#include "CMoonJSON.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -105,6 +107,24 @@ int mw_protobuf_open(lua_State *L);
  * schema userdata at `schema_idx` in protected mode. On LUA_OK pushes the value,
  * or nil and the error message. */
 int mw_protobuf_decode_bytes(lua_State *L, int schema_idx, int index, const void *bytes, size_t n);
+
+/* The connection codec (`codec = mw.protobuf.codec(name)`), with the contracts of
+ * mw_json_decode_bytes and mw_json_encode_into, for message `index` of the schema
+ * that is the first user value of the userdata at `owner_idx` (the connection's,
+ * server's or peer's), checked with mw_protobuf_is_type when it was set. */
+
+/* Is the value at `schema_idx` a schema userdata with a message `index`? */
+int mw_protobuf_is_type(lua_State *L, int schema_idx, lua_Integer index);
+
+/* Decodes `n` bytes (not a Lua string) in protected mode: pushes the value and
+ * nil, or nil and the error message. Returns LUA_OK. */
+int mw_protobuf_decode_from(lua_State *L, int owner_idx, int index, const void *bytes, size_t n);
+
+/* Encodes the value at `value_idx` in protected mode into `out` (initialized here;
+ * the caller frees it, also after an error). Returns LUA_OK with the bytes in
+ * out->data[0 ..< out->size], or an error status with the message
+ * ("mw.protobuf.encode: pkg.Type.field: ...") pushed. */
+int mw_protobuf_encode_into(lua_State *L, int owner_idx, int index, int value_idx, mwj_buffer *out);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@ local types = {}
 -- And every enum: full name -> { schema, index }.
 local enums = {}
 local native_encode, native_decode = native.encode, native.decode
+-- The codecs of the plain form of protobuf.codec: codec table -> { schema, index }.
+local plain_codecs = setmetatable({}, { __mode = "k" })
 
 local function lookup(name, fname, level)
   if type(name) ~= "string" then
@@ -159,7 +161,7 @@ function protobuf.codec(name, opts)
     return envelope(t, name, opts)
   end
   local schema, index = t[1], t[2]
-  return {
+  local codec = {
     encode = function(value)
       local bytes, err = native_encode(schema, index, value)
       if not bytes then error(err, user_level(2)) end
@@ -169,6 +171,16 @@ function protobuf.codec(name, opts)
     protobuf = name,
     kind = "binary",
   }
+  plain_codecs[codec] = t
+  return codec
 end
 
-return protobuf
+-- For the prelude: the schema and message index of a codec made by the plain
+-- form above (a connection or server runs it in native code, as codec = "json"),
+-- or nil for any other value.
+local function native_type(codec)
+  local t = plain_codecs[codec]
+  if t then return t[1], t[2] end
+end
+
+return protobuf, native_type

@@ -9,7 +9,9 @@ local NONE, append, state_lookup, define_handlers = prelude.NONE, prelude.append
 -- codec = "json", "msgpack" or "cbor" (host.native_codecs): mw.json, mw.msgpack or
 -- mw.cbor in native code, which Swift runs on the message's bytes (decode) and into
 -- the outbound frame (encode); `native` tells the prelude to leave both to Swift.
--- Its decode is for heartbeat replies, which arrive as strings.
+-- Its decode is for heartbeat replies, which arrive as strings. A codec of
+-- mw.protobuf.codec(name) (the plain form) runs the same way: Swift gets its schema
+-- and message index (`schema`, `index`), kept by the connection's or server's userdata.
 local native_codecs = {}
 local native_names = {}
 for name in pairs(host.native_codecs) do native_names[#native_names + 1] = ("%q"):format(name) end
@@ -27,9 +29,15 @@ local function without_codec(opts, fname)
     local module = mw[codec]
     -- decode(message, kind): the kind is not an option of the module's decode.
     native_codecs[codec] = native_codecs[codec]
-      or { encode = module.encode, decode = function(s) return module.decode(s) end, native = true, name = codec }
+      or { encode = module.encode, decode = function(s) return module.decode(s) end, native = true,
+           shown = ("%q"):format(codec) }
     copy.codec = codec
     return copy, native_codecs[codec]
+  end
+  local schema, index = prelude.protobuf_type(codec)
+  if schema then
+    return copy, { encode = codec.encode, decode = codec.decode, native = true, kind = codec.kind, schema = schema,
+                   index = index, shown = ("mw.protobuf.codec(%q)"):format(codec.protobuf) }
   end
   if codec ~= nil and (type(codec) ~= "table" or (codec.encode ~= nil and type(codec.encode) ~= "function")
       or (codec.decode ~= nil and type(codec.decode) ~= "function")) then
@@ -161,7 +169,7 @@ local function split_auto_reply(opts, fname, codec)
       exact[#exact + 1] = { match = rule.match, reply = rule.reply }
     elseif type(rule.match) == "string" and codec and codec.native then
       -- With a native codec only the decoded value reaches Lua: no bytes to compare.
-      bad(where .. ".match", 'with codec = "' .. codec.name .. '" a string match needs a string reply '
+      bad(where .. ".match", "with codec = " .. codec.shown .. " a string match needs a string reply "
         .. '(the bytes are matched before decoding); match the decoded message with a function')
     else
       scripted[#scripted + 1] = rule
@@ -219,7 +227,7 @@ function mw.connect(url, opts)
     end
     opts = copy
   end
-  local c = host.connect(url, opts)
+  local c = host.connect(url, opts, codec and codec.schema, codec and codec.index)
   conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
                on_reconnect = NONE, on_drain = NONE, on_ready = NONE, waiters = NONE, inbox = NONE, final = false,
                hb_message = hb_message, hb_reply = hb_reply, framer = framer, kind = kind, hb_kind = hb_kind,

@@ -54,8 +54,10 @@ mw.json = host.json_native(host.json_module())
 -- (docs/formats.md).
 mw.msgpack, mw.cbor = host.pack_native(mw.json)
 -- Protocol Buffers from .proto files loaded at run time (protobuf.lua); decoded
--- repeated fields and maps carry mw.json's array and object marks.
-mw.protobuf = host.protobuf_module(
+-- repeated fields and maps carry mw.json's array and object marks. A codec of
+-- mw.protobuf.codec(name) runs in native code on connections (protobuf_type gives
+-- connections.lua its schema and message index).
+mw.protobuf, prelude.protobuf_type = host.protobuf_module(
   host.protobuf_native(getmetatable(mw.json.array()), getmetatable(mw.json.object())), prelude.user_level)
 
 -- Lua's own print writes each argument, the tabs and the newline separately;

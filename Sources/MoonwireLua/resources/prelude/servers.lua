@@ -31,7 +31,7 @@ function mw.listen(url, opts)
     opts, codec = without_codec(opts, "mw.listen")
     auto_rules = split_auto_reply(opts, "mw.listen", codec)
   end
-  local s, err = host.listen(url, opts)
+  local s, err = host.listen(url, opts, codec and codec.schema, codec and codec.index)
   if not s then return nil, err end
   servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {}, auto_rules = auto_rules }
   return s
