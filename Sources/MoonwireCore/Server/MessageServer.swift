@@ -221,32 +221,9 @@ public final class MessageServer {
                 }, position: .after(try pipeline.handler(type: NIOSSLServerHandler.self)))
             }
         case .webSocket:
-            let gate = HandshakeGate()
-            let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
-            let upgrader = WebSocketServerUpgrader(
-                gate: gate,
-                shouldUpgrade: { channel, head in
-                    channel.eventLoop.makeSucceededFuture(bound.value.shouldUpgrade(head, gate: gate))
-                },
-                onUpgrade: { channel, head in
-                    try bound.value.upgraded(channel, head: head, gate: gate)
-                }
-            )
-            // The header bounds hold while the request is parsed: a flood of headers is
-            // refused before it is kept anywhere. The fallback answers parse errors.
-            var limits = NIOHTTPDecoderLimitConfiguration()
-            limits.maxHeaderFieldCount = self.options.maxHeaders
-            limits.maxHeaderListSize = self.options.maxHeaderBytes
-            limits.maxHeaderFieldSize = self.options.maxHeaderBytes
-            try pipeline.configureHTTPServerPipeline(
-                withPipeliningAssistance: false,
-                withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
-                withErrorHandling: false,
-                withOutboundHeaderValidation: true,
-                withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
-                withDecoderLimitConfiguration: limits
-            )
-            try pipeline.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: self.options.handshakeTimeout, limits: limits))
+            try pipeline.addHandler(WebSocketServerHandshake(
+                server: self, handshakeTimeout: self.options.handshakeTimeout,
+                maxHeaders: self.options.maxHeaders, maxHeaderBytes: self.options.maxHeaderBytes))
         }
     }
 
@@ -255,7 +232,7 @@ public final class MessageServer {
         self.delegate?.server(self, peer: nil, didFail: ConnectionError(step: .tls, message: message))
     }
 
-    private func makePeer(_ channel: Channel, path: String) -> ServerPeer {
+    fileprivate func makePeer(_ channel: Channel, path: String) -> ServerPeer {
         let address = channel.remoteAddress.map(DialError.describe) ?? "unknown"
         let request = ServerPeerRequest(path: path, headers: [:], subprotocol: nil, remoteAddress: address)
         let peer = ServerPeer(id: self.nextID, channel: channel, request: request, server: self)
@@ -264,46 +241,42 @@ public final class MessageServer {
         return peer
     }
 
-    /// The upgrade decision: refusals, the path, the subprotocol and compression.
-    private func shouldUpgrade(_ head: HTTPRequestHead, gate: HandshakeGate) -> HTTPHeaders? {
+}
+
+extension MessageServer: WebSocketUpgradeDelegate {
+    /// The upgrade decision for a request RFC 6455 allows: refusals, the path, the
+    /// subprotocol and compression.
+    func decide(_ request: UpgradeRequest) -> WebSocketServerHandshake.Decision {
         guard self.isListening else {
-            gate.refuse(.serviceUnavailable, "the server is shutting down")
-            return nil
+            return .refuse(.serviceUnavailable, "the server is shutting down")
         }
         if self.rejections.count > 0 {
             self.rejections.count -= 1
-            gate.refuse(self.rejections.status, "refused by the server (reject_next)")
-            return nil
+            return .refuse(self.rejections.status, "refused by the server (reject_next)")
         }
         if let path = self.url.path {
-            let requested = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let requested = request.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard requested == path else {
-                gate.refuse(.notFound, "no WebSocket endpoint at this path")
-                return nil
+                return .refuse(.notFound, "no WebSocket endpoint at this path")
             }
         }
-        var headers = HTTPHeaders()
-        let offered = head.headers[canonicalForm: "sec-websocket-protocol"].map(String.init)
-        if let chosen = offered.first(where: self.options.protocols.contains) {
-            headers.add(name: "Sec-WebSocket-Protocol", value: chosen)
-            gate.subprotocol = chosen
-        }
-        if self.options.compress, let accepted = PerMessageDeflate.serverAccept(head.headers) {
-            headers.add(name: "Sec-WebSocket-Extensions", value: accepted.response)
-            gate.deflate = accepted.deflate
-        }
-        return headers
+        let offered = request.headers[canonicalForm: "sec-websocket-protocol"]
+        let chosen = offered.first { self.options.protocols.contains(String($0)) }.map(String.init)
+        let deflate = self.options.compress ? PerMessageDeflate.serverAccept(request.headers) : nil
+        return .accept(subprotocol: chosen, deflate: deflate)
     }
 
-    /// After the 101 went out: swap the HTTP leftovers for the peer's handler.
-    private func upgraded(_ channel: Channel, head: HTTPRequestHead, gate: HandshakeGate) throws {
-        let pipeline = channel.pipeline.syncOperations
-        pipeline.removeHandler(try pipeline.handler(type: HTTPFallbackHandler.self), promise: nil)
-        let peer = self.makePeer(channel, path: head.uri)
-        try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout))
-        peer.connected(subprotocol: gate.subprotocol, headers: head.headers)
+    /// After the 101 went out: the peer, its handler right after the handshake's, and the
+    /// delegate told.
+    func upgraded(_ channel: Channel, request: UpgradeRequest, subprotocol: String?, deflate: PerMessageDeflate?, after handshake: WebSocketServerHandshake) throws {
+        let peer = self.makePeer(channel, path: request.target)
+        let handler = peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: deflate, closeTimeout: self.options.closeTimeout)
+        try channel.pipeline.syncOperations.addHandler(handler, position: .after(handshake))
+        peer.connected(subprotocol: subprotocol, headers: request.headers)
     }
+}
 
+extension MessageServer {
     // MARK: Peer events
 
     func peerBecameActive(_ peer: ServerPeer) {
