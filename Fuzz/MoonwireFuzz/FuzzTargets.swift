@@ -121,7 +121,9 @@ enum HTTPFuzz {
         let channel = EmbeddedChannel()
         // The server's bounds (MessageServer): 128 header fields, 80 KiB.
         try! channel.pipeline.syncOperations.addHandler(
-            WebSocketServerHandshake(server: Upgrades(), handshakeTimeout: .seconds(Int64(10)), maxHeaders: 128, maxHeaderBytes: 80 * 1024)
+            WebSocketServerHandshake(
+                server: Upgrades(), deadlines: HandshakeDeadlines(timeout: .seconds(Int64(10)), eventLoop: channel.eventLoop),
+                maxHeaders: 128, maxHeaderBytes: 80 * 1024)
         )
         Self.feed(channel, input)
     }

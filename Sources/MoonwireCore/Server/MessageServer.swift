@@ -46,6 +46,8 @@ public final class MessageServer {
     private var serverChannel: Channel?
     private let sslContext: NIOSSLContext?
     private let closed: EventLoopPromise<Void>
+    /// The WebSocket handshakes under way and their timeout.
+    private let handshakeDeadlines: HandshakeDeadlines
 
     /// Binds `url` and starts accepting. Must be called on `eventLoop`.
     public init(url: ServerURL, options: MessageServerOptions = MessageServerOptions(), eventLoop: EventLoop) throws(ServerListenError) {
@@ -62,6 +64,7 @@ public final class MessageServer {
         self.sslContext = sslContext
         self.url = url
         self.url.port = socket.port
+        self.handshakeDeadlines = HandshakeDeadlines(timeout: options.handshakeTimeout, eventLoop: eventLoop)
         // Made last: NIO insists every promise is completed, so none may be left behind by a throw.
         self.closed = eventLoop.makePromise()
 
@@ -222,7 +225,7 @@ public final class MessageServer {
             }
         case .webSocket:
             try pipeline.addHandler(WebSocketServerHandshake(
-                server: self, handshakeTimeout: self.options.handshakeTimeout,
+                server: self, deadlines: self.handshakeDeadlines,
                 maxHeaders: self.options.maxHeaders, maxHeaderBytes: self.options.maxHeaderBytes))
         }
     }
@@ -260,8 +263,11 @@ extension MessageServer: WebSocketUpgradeDelegate {
                 return .refuse(.notFound, "no WebSocket endpoint at this path")
             }
         }
-        let offered = request.headers[canonicalForm: "sec-websocket-protocol"]
-        let chosen = offered.first { self.options.protocols.contains(String($0)) }.map(String.init)
+        var chosen: String?
+        if !self.options.protocols.isEmpty {
+            let offered = request.headers[canonicalForm: "sec-websocket-protocol"]
+            chosen = offered.first { self.options.protocols.contains(String($0)) }.map(String.init)
+        }
         let deflate = self.options.compress ? PerMessageDeflate.serverAccept(request.headers) : nil
         return .accept(subprotocol: chosen, deflate: deflate)
     }

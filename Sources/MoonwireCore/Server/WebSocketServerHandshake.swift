@@ -42,26 +42,35 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
     }
 
     private let server: WebSocketUpgradeDelegate
-    private let handshakeTimeout: TimeAmount
+    private let deadlines: HandshakeDeadlines
     private var parser: UpgradeRequestParser
-    private var deadline: ClockTask?
+    private var context: ChannelHandlerContext?
     private var done = false
+    // The handshake timeout's (``HandshakeDeadlines``): when, and the neighbours in its list.
+    var timed = false
+    var deadline = NIODeadline.uptimeNanoseconds(0)
+    var newer: WebSocketServerHandshake?
+    unowned var older: WebSocketServerHandshake?
 
-    init(server: WebSocketUpgradeDelegate, handshakeTimeout: TimeAmount, maxHeaders: Int, maxHeaderBytes: Int) {
+    init(server: WebSocketUpgradeDelegate, deadlines: HandshakeDeadlines, maxHeaders: Int, maxHeaderBytes: Int) {
         self.server = server
-        self.handshakeTimeout = handshakeTimeout
+        self.deadlines = deadlines
         self.parser = UpgradeRequestParser(maxFields: maxHeaders, maxBytes: maxHeaderBytes)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        self.deadline = RuntimeClock.of(context.eventLoop).scheduleTask(on: context.eventLoop, in: self.handshakeTimeout) {
-            context.close(promise: nil)
-        }
+        self.context = context
+        self.deadlines.add(self)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.deadline?.cancel()
-        self.deadline = nil
+        self.deadlines.remove(self)
+        self.context = nil
+    }
+
+    /// The handshake timeout passed: the client is dropped without an answer.
+    func expired() {
+        self.context?.close(promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -83,17 +92,19 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
             }
             return
         }
-        let decision: Decision
-        if let (status, reason) = Self.refusal(of: request) {
-            decision = .refuse(status, reason)
-        } else {
-            decision = self.server.decide(request)
-        }
-        switch decision {
+        let key: String
+        switch Self.check(request) {
         case .refuse(let status, let reason):
             self.refuse(context: context, status, reason, head: request.method == "HEAD")
+            return
+        case .upgrade(let good):
+            key = good
+        }
+        switch self.server.decide(request) {
+        case .refuse(let status, let reason):
+            self.refuse(context: context, status, reason)
         case .accept(let subprotocol, let deflate):
-            self.upgrade(context: context, request, subprotocol: subprotocol, deflate: deflate, leftover: buffer)
+            self.upgrade(context: context, request, key: key, subprotocol: subprotocol, deflate: deflate, leftover: buffer)
         }
     }
 
@@ -104,14 +115,11 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
     // MARK: Answers
 
     private func upgrade(
-        context: ChannelHandlerContext, _ request: UpgradeRequest, subprotocol: String?,
+        context: ChannelHandlerContext, _ request: UpgradeRequest, key: String, subprotocol: String?,
         deflate: (response: String, deflate: PerMessageDeflate)?, leftover: ByteBuffer
     ) {
         self.done = true
-        self.deadline?.cancel()
-        self.deadline = nil
-        // Checked by refusal(of:): exactly one key.
-        let key = request.headers.first(name: "sec-websocket-key") ?? ""
+        self.deadlines.remove(self)
         var response = context.channel.allocator.buffer(capacity: 256)
         response.writeStaticString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ")
         response.writeString(Self.acceptValue(key: key))
@@ -143,8 +151,7 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
     /// HEAD), and closes.
     private func refuse(context: ChannelHandlerContext, _ status: HTTPResponseStatus, _ reason: String, head: Bool = false) {
         self.done = true
-        self.deadline?.cancel()
-        self.deadline = nil
+        self.deadlines.remove(self)
         let body = reason + "\n"
         var text = "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n"
         text += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n"
@@ -171,49 +178,83 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
     private static let guid = Array("258EAFA5-E914-47DA-95CA-C5AB0DC85B11".utf8)
     private static let versionReason = "this server speaks Sec-WebSocket-Version 13 only"
 
-    /// The answer to a request that is not a WebSocket upgrade RFC 6455 (§4.1, §4.2.1)
-    /// allows, in words; nil for a good one.
-    static func refusal(of request: UpgradeRequest) -> (HTTPResponseStatus, String)? {
-        let headers = request.headers
-        let upgrade = headers[canonicalForm: "upgrade"]
-        guard !upgrade.isEmpty else {
-            return (.upgradeRequired, "this is a WebSocket server: send a GET with Upgrade: websocket")
+    /// What RFC 6455 (§4.1, §4.2.1) makes of a request: its key, or the answer to a
+    /// request that is not an upgrade it allows, in words.
+    enum Check: Equatable {
+        case upgrade(key: String)
+        case refuse(HTTPResponseStatus, String)
+    }
+
+    /// Holds `request` to RFC 6455, reading its header fields once.
+    static func check(_ request: UpgradeRequest) -> Check {
+        var upgrades = 0, upgradeToWebSocket = false, connectionUpgrade = false
+        var hosts = 0, keys = 0, versions = 0
+        var key = "", version = ""
+        for (name, value) in request.headers {
+            // The names that matter have different lengths: the length picks the one to compare.
+            switch name.utf8.count {
+            case 4 where Self.token(name.utf8, is: "host"):
+                hosts += 1
+            case 7 where Self.token(name.utf8, is: "upgrade"):
+                upgrades += 1
+                if Self.list(value, contains: "websocket") { upgradeToWebSocket = true }
+            case 10 where Self.token(name.utf8, is: "connection"):
+                if Self.list(value, contains: "upgrade") { connectionUpgrade = true }
+            case 17 where Self.token(name.utf8, is: "sec-websocket-key"):
+                keys += 1
+                key = value
+            case 21 where Self.token(name.utf8, is: "sec-websocket-version"):
+                versions += 1
+                version = value
+            default:
+                break
+            }
         }
-        guard upgrade.contains(where: { Self.token($0, is: "websocket") }) else {
-            return (.badRequest, "not a WebSocket upgrade this server can take (RFC 6455 section 4.2.1)")
+        guard upgrades > 0 else {
+            return .refuse(.upgradeRequired, "this is a WebSocket server: send a GET with Upgrade: websocket")
         }
-        guard headers[canonicalForm: "connection"].contains(where: { Self.token($0, is: "upgrade") }) else {
-            return (.badRequest, "a WebSocket upgrade needs Connection: Upgrade")
+        guard upgradeToWebSocket else {
+            return .refuse(.badRequest, "not a WebSocket upgrade this server can take (RFC 6455 section 4.2.1)")
+        }
+        guard connectionUpgrade else {
+            return .refuse(.badRequest, "a WebSocket upgrade needs Connection: Upgrade")
         }
         guard request.method == "GET" else {
-            return (.badRequest, "the method of a WebSocket upgrade must be GET, not \(request.method)")
+            return .refuse(.badRequest, "the method of a WebSocket upgrade must be GET, not \(request.method)")
         }
-        let version = request.version
-        guard version.major > 1 || (version.major == 1 && version.minor >= 1) else {
-            return (.badRequest, "a WebSocket upgrade needs HTTP/1.1 or later, not HTTP/\(version.major).\(version.minor)")
+        let httpVersion = request.version
+        guard httpVersion.major > 1 || (httpVersion.major == 1 && httpVersion.minor >= 1) else {
+            return .refuse(.badRequest, "a WebSocket upgrade needs HTTP/1.1 or later, not HTTP/\(httpVersion.major).\(httpVersion.minor)")
         }
-        let hosts = headers["host"]
-        guard hosts.count == 1 else {
-            return (.badRequest, "a WebSocket upgrade needs exactly one Host, not \(hosts.count)")
+        guard hosts == 1 else {
+            return .refuse(.badRequest, "a WebSocket upgrade needs exactly one Host, not \(hosts)")
         }
-        let keys = headers[canonicalForm: "sec-websocket-key"]
-        guard keys.count == 1, let key = keys.first else {
-            return (.badRequest, "a WebSocket upgrade needs exactly one Sec-WebSocket-Key, not \(keys.count)")
+        guard keys == 1 else {
+            return .refuse(.badRequest, "a WebSocket upgrade needs exactly one Sec-WebSocket-Key, not \(keys)")
         }
-        guard Self.isBase64OfSixteenBytes(key.utf8) else {
-            return (.badRequest, "Sec-WebSocket-Key must be the base64 of 16 bytes (24 characters ending in ==)")
+        guard Self.isBase64OfSixteenBytes(key[...].utf8) else {
+            return .refuse(.badRequest, "Sec-WebSocket-Key must be the base64 of 16 bytes (24 characters ending in ==)")
         }
-        let versions = headers[canonicalForm: "sec-websocket-version"]
-        guard versions.count == 1, versions.first == "13" else {
-            return (.badRequest, Self.versionReason)
+        guard versions == 1, version == "13" else {
+            return .refuse(.badRequest, Self.versionReason)
         }
-        return nil
+        return .upgrade(key: key)
+    }
+
+    /// True when the comma-separated `list` (RFC 9110 §5.6.1) has `token`, in any case.
+    private static func list(_ list: String, contains token: StaticString) -> Bool {
+        list.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: true).contains { element in
+            var element = element
+            while let first = element.first, first == 0x20 || first == 0x09 { element = element.dropFirst() }
+            while let last = element.last, last == 0x20 || last == 0x09 { element = element.dropLast() }
+            return Self.token(element, is: token)
+        }
     }
 
     /// An ASCII case-insensitive comparison with a lower-case `token` (RFC 9110 §7.8, §7.6.1).
-    private static func token(_ value: Substring, is token: StaticString) -> Bool {
+    private static func token<Bytes: Collection<UInt8>>(_ value: Bytes, is token: StaticString) -> Bool {
         let lower = UnsafeRawBufferPointer(start: token.utf8Start, count: token.utf8CodeUnitCount)
-        return value.utf8.elementsEqual(lower) { byte, expected in
+        return value.elementsEqual(lower) { byte, expected in
             (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 == expected : byte == expected
         }
     }
