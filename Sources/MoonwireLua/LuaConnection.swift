@@ -1,3 +1,4 @@
+import CLua
 import MoonwireCore
 import NIOCore
 
@@ -28,11 +29,16 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
         guard let runtime else { return }
         runtime.metrics.opened(self, timing: info.timing)
         runtime.dispatch(.open, for: self) { lua in
-            var headers: [LuaValue: LuaValue] = [:]
-            for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }
-            var table: [LuaValue: LuaValue] = [.text("headers"): .table(headers), .text("reconnects"): .integer(Int64(info.reconnects))]
-            if let p = info.subprotocol { table[.text("protocol")] = .text(p) }
-            lua.push(LuaValue.table(table))
+            _ = lua.ensureStack(3)
+            lua_createtable(lua.L, 0, 3)
+            lua.pushHeaders(info.headers)
+            lua.setField("headers", table: -2)
+            lua_pushinteger(lua.L, lua_Integer(info.reconnects))
+            lua.setField("reconnects", table: -2)
+            if let p = info.subprotocol {
+                lua.push(p)
+                lua.setField("protocol", table: -2)
+            }
             return 1
         }
     }

@@ -1,3 +1,4 @@
+import CLua
 import MoonwireCore
 import NIOCore
 
@@ -31,14 +32,18 @@ final class LuaServer: MessageServerDelegate {
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
             p.handle = lua.pushHandle(object: p, class: LuaPeer.className)
-            var headers: [LuaValue: LuaValue] = [:]
-            for (name, value) in request.headers { headers[.text(name.lowercased())] = .text(value) }
-            var table: [LuaValue: LuaValue] = [
-                .text("path"): .text(request.path), .text("headers"): .table(headers),
-                .text("remote_address"): .text(request.remoteAddress),
-            ]
-            if let p = request.subprotocol { table[.text("protocol")] = .text(p) }
-            lua.push(LuaValue.table(table))
+            _ = lua.ensureStack(3)
+            lua_createtable(lua.L, 0, 4)
+            lua.push(request.path)
+            lua.setField("path", table: -2)
+            lua.pushHeaders(request.headers)
+            lua.setField("headers", table: -2)
+            lua.push(request.remoteAddress)
+            lua.setField("remote_address", table: -2)
+            if let p = request.subprotocol {
+                lua.push(p)
+                lua.setField("protocol", table: -2)
+            }
             return 2
         }
     }
