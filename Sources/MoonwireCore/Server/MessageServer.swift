@@ -2,7 +2,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import NIOWebSocket
 
 /// A WebSocket (`ws://`, `wss://`) or TCP (`tcp://`, `tls://`) server on one event loop:
 /// the object behind `mw.listen`, for mock peers and prototypes.
