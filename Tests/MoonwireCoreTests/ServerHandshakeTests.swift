@@ -216,4 +216,28 @@ struct ServerHandshakeTests {
         socket = nil
         try await server.stop()
     }
+
+    /// The handshakes under way share one timer: one that ends between others (upgraded
+    /// here) leaves their timeouts as they were, and is not dropped itself.
+    @Test func aHandshakeThatEndsAmongSlowOnesKeepsTheirTimeoutsAndItsPeer() async throws {
+        var options = MessageServerOptions()
+        options.handshakeTimeout = .seconds(1)
+        let server = try await TestServer.start("ws://127.0.0.1:0/", options: options, echo: true)
+        let request = Self.upgrade()
+        let slow = try (0..<3).map { _ in try RawSocket(port: server.port) }
+        var good: RawSocket? = try RawSocket(port: server.port)
+        let last = try RawSocket(port: server.port)
+        for socket in slow + [good!, last] { socket.write(Array(request.prefix(20))) }
+        good?.write(Array(request.dropFirst(20)))
+        #expect(good.map(Self.readHead)?.hasPrefix("HTTP/1.1 101 ") == true)
+        for socket in slow + [last] {
+            let reply = socket.readToEnd()
+            #expect(reply.eof && reply.bytes.isEmpty, "dropped unanswered")
+        }
+        let (connected, closes) = try await server.onLoop { (server.connected.count, server.closes.count) }
+        #expect(connected == 1)
+        #expect(closes == 0)
+        good = nil
+        try await server.stop()
+    }
 }
