@@ -1,4 +1,3 @@
-import CLua
 import MoonwireCore
 import NIOCore
 
@@ -29,11 +28,10 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
         guard let runtime else { return }
         runtime.metrics.opened(self, timing: info.timing)
         runtime.dispatch(.open, for: self) { lua in
-            _ = lua.ensureStack(3)
-            lua_createtable(lua.L, 0, 3)
+            lua.newTable(fields: 3)
             lua.pushHeaders(info.headers)
             lua.setField("headers", table: -2)
-            lua_pushinteger(lua.L, lua_Integer(info.reconnects))
+            lua.push(info.reconnects)
             lua.setField("reconnects", table: -2)
             if let p = info.subprotocol {
                 lua.push(p)

@@ -1,4 +1,3 @@
-import CLua
 import MoonwireCore
 import NIOCore
 
@@ -32,8 +31,7 @@ final class LuaServer: MessageServerDelegate {
         peers[peer.id] = p
         runtime.dispatch(.connect, for: self) { lua in
             p.handle = lua.pushHandle(object: p, class: LuaPeer.className)
-            _ = lua.ensureStack(3)
-            lua_createtable(lua.L, 0, 4)
+            lua.newTable(fields: 4)
             lua.push(request.path)
             lua.setField("path", table: -2)
             lua.pushHeaders(request.headers)

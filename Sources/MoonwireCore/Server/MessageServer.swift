@@ -234,7 +234,7 @@ public final class MessageServer {
         self.delegate?.server(self, peer: nil, didFail: ConnectionError(step: .tls, message: message))
     }
 
-    fileprivate func makePeer(_ channel: Channel, path: String) -> ServerPeer {
+    private func makePeer(_ channel: Channel, path: String) -> ServerPeer {
         let address = channel.remoteAddress.map(DialError.describe) ?? "unknown"
         let request = ServerPeerRequest(path: path, headers: [:], subprotocol: nil, remoteAddress: address)
         let peer = ServerPeer(id: self.nextID, channel: channel, request: request, server: self)
@@ -242,7 +242,6 @@ public final class MessageServer {
         self.peersByID[peer.id] = peer
         return peer
     }
-
 }
 
 extension MessageServer: WebSocketUpgradeDelegate {

@@ -2,6 +2,15 @@ import Crypto
 import NIOCore
 import NIOHTTP1
 
+/// What decides an upgrade and takes the upgraded connection: ``MessageServer``.
+protocol WebSocketUpgradeDelegate: AnyObject {
+    /// The server's answer to a request RFC 6455 allows.
+    func decide(_ request: UpgradeRequest) -> WebSocketServerHandshake.Decision
+    /// After the 101 went out: adds the connection's handler right after `handshake` and
+    /// announces the peer.
+    func upgraded(_ channel: Channel, request: UpgradeRequest, subprotocol: String?, deflate: PerMessageDeflate?, after handshake: WebSocketServerHandshake) throws
+}
+
 /// The server's side of the HTTP/1.1 upgrade to WebSocket, the one handler of a new
 /// `ws://` or `wss://` connection (after TLS) until it is upgraded: it reads the request
 /// head (``UpgradeRequestParser``, bounded), holds it to what RFC 6455 §4.2.1 requires,
@@ -20,15 +29,6 @@ import NIOHTTP1
 /// It also bounds the handshake: from the moment the connection is accepted (so a TLS
 /// handshake counts too) until the upgrade, `handshakeTimeout` at most; a client that is
 /// slower (a slowloris sending its request a byte at a time) is dropped without an answer.
-/// What decides an upgrade and takes the upgraded connection: ``MessageServer``.
-protocol WebSocketUpgradeDelegate: AnyObject {
-    /// The server's answer to a request RFC 6455 allows.
-    func decide(_ request: UpgradeRequest) -> WebSocketServerHandshake.Decision
-    /// After the 101 went out: adds the connection's handler right after `handshake` and
-    /// announces the peer.
-    func upgraded(_ channel: Channel, request: UpgradeRequest, subprotocol: String?, deflate: PerMessageDeflate?, after handshake: WebSocketServerHandshake) throws
-}
-
 final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
