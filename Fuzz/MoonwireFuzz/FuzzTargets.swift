@@ -115,39 +115,27 @@ enum WebSocketFuzz {
     }
 }
 
-/// The upgrade handshake through the same NIO pipelines the server and client build.
+/// The upgrade handshake through the same handlers the server and client put in the pipeline.
 enum HTTPFuzz {
     static func request(_ input: ByteBuffer) {
         let channel = EmbeddedChannel()
-        let gate = HandshakeGate()
-        let upgrader = WebSocketServerUpgrader(
-            gate: gate,
-            shouldUpgrade: { channel, head in
-                var headers = HTTPHeaders()
-                if let accepted = PerMessageDeflate.serverAccept(head.headers) {
-                    headers.add(name: "Sec-WebSocket-Extensions", value: accepted.response)
-                }
-                return channel.eventLoop.makeSucceededFuture(headers)
-            },
-            onUpgrade: { _, _ in }
-        )
         // The server's bounds (MessageServer): 128 header fields, 80 KiB.
-        var limits = NIOHTTPDecoderLimitConfiguration()
-        limits.maxHeaderFieldCount = 128
-        limits.maxHeaderListSize = 80 * 1024
-        limits.maxHeaderFieldSize = 80 * 1024
-        try! channel.pipeline.syncOperations.configureHTTPServerPipeline(
-            withPipeliningAssistance: false,
-            withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
-            withErrorHandling: false,
-            withOutboundHeaderValidation: true,
-            withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
-            withDecoderLimitConfiguration: limits
-        )
         try! channel.pipeline.syncOperations.addHandler(
-            HTTPFallbackHandler(gate: gate, handshakeTimeout: .seconds(Int64(10)), limits: limits)
+            WebSocketServerHandshake(
+                server: Upgrades(), deadlines: HandshakeDeadlines(timeout: .seconds(Int64(10)), eventLoop: channel.eventLoop),
+                maxHeaders: 128, maxHeaderBytes: 80 * 1024)
         )
         Self.feed(channel, input)
+    }
+
+    /// The server's decision without a server: every request RFC 6455 allows is upgraded,
+    /// with permessage-deflate when offered, and its frames go to the server's handler.
+    private final class Upgrades: WebSocketUpgradeDelegate {
+        func decide(_ request: UpgradeRequest) -> WebSocketServerHandshake.Decision {
+            .accept(subprotocol: nil, deflate: PerMessageDeflate.serverAccept(request.headers))
+        }
+
+        func upgraded(_ channel: Channel, request: UpgradeRequest, subprotocol: String?, deflate: PerMessageDeflate?, after handshake: WebSocketServerHandshake) throws {}
     }
 
     static func response(_ input: ByteBuffer) {

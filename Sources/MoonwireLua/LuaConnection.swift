@@ -28,11 +28,15 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
         guard let runtime else { return }
         runtime.metrics.opened(self, timing: info.timing)
         runtime.dispatch(.open, for: self) { lua in
-            var headers: [LuaValue: LuaValue] = [:]
-            for (name, value) in info.headers { headers[.text(name.lowercased())] = .text(value) }
-            var table: [LuaValue: LuaValue] = [.text("headers"): .table(headers), .text("reconnects"): .integer(Int64(info.reconnects))]
-            if let p = info.subprotocol { table[.text("protocol")] = .text(p) }
-            lua.push(LuaValue.table(table))
+            lua.newTable(fields: 3)
+            lua.pushHeaders(info.headers)
+            lua.setField("headers", table: -2)
+            lua.push(info.reconnects)
+            lua.setField("reconnects", table: -2)
+            if let p = info.subprotocol {
+                lua.push(p)
+                lua.setField("protocol", table: -2)
+            }
             return 1
         }
     }

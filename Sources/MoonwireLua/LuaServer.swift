@@ -39,14 +39,17 @@ final class LuaServer: MessageServerDelegate {
                 lua_setiuservalue(lua.L, -3, 1)
                 lua.pop()
             }
-            var headers: [LuaValue: LuaValue] = [:]
-            for (name, value) in request.headers { headers[.text(name.lowercased())] = .text(value) }
-            var table: [LuaValue: LuaValue] = [
-                .text("path"): .text(request.path), .text("headers"): .table(headers),
-                .text("remote_address"): .text(request.remoteAddress),
-            ]
-            if let p = request.subprotocol { table[.text("protocol")] = .text(p) }
-            lua.push(LuaValue.table(table))
+            lua.newTable(fields: 4)
+            lua.push(request.path)
+            lua.setField("path", table: -2)
+            lua.pushHeaders(request.headers)
+            lua.setField("headers", table: -2)
+            lua.push(request.remoteAddress)
+            lua.setField("remote_address", table: -2)
+            if let p = request.subprotocol {
+                lua.push(p)
+                lua.setField("protocol", table: -2)
+            }
             return 2
         }
     }

@@ -131,6 +131,12 @@ public struct LuaState {
         mw_push_swift_function(L, function, context)
     }
 
+    /// Pushes a new empty table with room for `fields` named fields.
+    public func newTable(fields: Int32) {
+        _ = ensureStack(3)
+        lua_createtable(L, 0, fields)
+    }
+
     /// `table[name] = top`, without metamethods; pops the value.
     public func setField(_ name: String, table: Int32) {
         let t = lua_absindex(L, table)

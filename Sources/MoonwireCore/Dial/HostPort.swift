@@ -48,6 +48,7 @@ struct HostPort {
 
     /// `host:port`, with brackets around an IPv6 literal.
     static func format(host: String, port: Int) -> String {
-        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        // On the bytes: Foundation's String.contains(String) cost a server a few µs per peer.
+        host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 }

@@ -2,7 +2,6 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import NIOWebSocket
 
 /// A WebSocket (`ws://`, `wss://`) or TCP (`tcp://`, `tls://`) server on one event loop:
 /// the object behind `mw.listen`, for mock peers and prototypes.
@@ -46,6 +45,8 @@ public final class MessageServer {
     private var serverChannel: Channel?
     private let sslContext: NIOSSLContext?
     private let closed: EventLoopPromise<Void>
+    /// The WebSocket handshakes under way and their timeout.
+    private let handshakeDeadlines: HandshakeDeadlines
 
     /// Binds `url` and starts accepting. Must be called on `eventLoop`.
     public init(url: ServerURL, options: MessageServerOptions = MessageServerOptions(), eventLoop: EventLoop) throws(ServerListenError) {
@@ -62,6 +63,7 @@ public final class MessageServer {
         self.sslContext = sslContext
         self.url = url
         self.url.port = socket.port
+        self.handshakeDeadlines = HandshakeDeadlines(timeout: options.handshakeTimeout, eventLoop: eventLoop)
         // Made last: NIO insists every promise is completed, so none may be left behind by a throw.
         self.closed = eventLoop.makePromise()
 
@@ -221,32 +223,9 @@ public final class MessageServer {
                 }, position: .after(try pipeline.handler(type: NIOSSLServerHandler.self)))
             }
         case .webSocket:
-            let gate = HandshakeGate()
-            let bound = NIOLoopBound(self, eventLoop: self.eventLoop)
-            let upgrader = WebSocketServerUpgrader(
-                gate: gate,
-                shouldUpgrade: { channel, head in
-                    channel.eventLoop.makeSucceededFuture(bound.value.shouldUpgrade(head, gate: gate))
-                },
-                onUpgrade: { channel, head in
-                    try bound.value.upgraded(channel, head: head, gate: gate)
-                }
-            )
-            // The header bounds hold while the request is parsed: a flood of headers is
-            // refused before it is kept anywhere. The fallback answers parse errors.
-            var limits = NIOHTTPDecoderLimitConfiguration()
-            limits.maxHeaderFieldCount = self.options.maxHeaders
-            limits.maxHeaderListSize = self.options.maxHeaderBytes
-            limits.maxHeaderFieldSize = self.options.maxHeaderBytes
-            try pipeline.configureHTTPServerPipeline(
-                withPipeliningAssistance: false,
-                withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
-                withErrorHandling: false,
-                withOutboundHeaderValidation: true,
-                withEncoderConfiguration: HTTPResponseEncoder.Configuration(),
-                withDecoderLimitConfiguration: limits
-            )
-            try pipeline.addHandler(HTTPFallbackHandler(gate: gate, handshakeTimeout: self.options.handshakeTimeout, limits: limits))
+            try pipeline.addHandler(WebSocketServerHandshake(
+                server: self, deadlines: self.handshakeDeadlines,
+                maxHeaders: self.options.maxHeaders, maxHeaderBytes: self.options.maxHeaderBytes))
         }
     }
 
@@ -263,47 +242,45 @@ public final class MessageServer {
         self.peersByID[peer.id] = peer
         return peer
     }
+}
 
-    /// The upgrade decision: refusals, the path, the subprotocol and compression.
-    private func shouldUpgrade(_ head: HTTPRequestHead, gate: HandshakeGate) -> HTTPHeaders? {
+extension MessageServer: WebSocketUpgradeDelegate {
+    /// The upgrade decision for a request RFC 6455 allows: refusals, the path, the
+    /// subprotocol and compression.
+    func decide(_ request: UpgradeRequest) -> WebSocketServerHandshake.Decision {
         guard self.isListening else {
-            gate.refuse(.serviceUnavailable, "the server is shutting down")
-            return nil
+            return .refuse(.serviceUnavailable, "the server is shutting down")
         }
         if self.rejections.count > 0 {
             self.rejections.count -= 1
-            gate.refuse(self.rejections.status, "refused by the server (reject_next)")
-            return nil
+            return .refuse(self.rejections.status, "refused by the server (reject_next)")
         }
         if let path = self.url.path {
-            let requested = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let requested = request.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             guard requested == path else {
-                gate.refuse(.notFound, "no WebSocket endpoint at this path")
-                return nil
+                return .refuse(.notFound, "no WebSocket endpoint at this path")
             }
         }
-        var headers = HTTPHeaders()
-        let offered = head.headers[canonicalForm: "sec-websocket-protocol"].map(String.init)
-        if let chosen = offered.first(where: self.options.protocols.contains) {
-            headers.add(name: "Sec-WebSocket-Protocol", value: chosen)
-            gate.subprotocol = chosen
+        var chosen: String?
+        if !self.options.protocols.isEmpty {
+            let offered = request.headers[canonicalForm: "sec-websocket-protocol"]
+            chosen = offered.first { self.options.protocols.contains(String($0)) }.map(String.init)
         }
-        if self.options.compress, let accepted = PerMessageDeflate.serverAccept(head.headers) {
-            headers.add(name: "Sec-WebSocket-Extensions", value: accepted.response)
-            gate.deflate = accepted.deflate
-        }
-        return headers
+        let deflate = self.options.compress ? PerMessageDeflate.serverAccept(request.headers) : nil
+        return .accept(subprotocol: chosen, deflate: deflate)
     }
 
-    /// After the 101 went out: swap the HTTP leftovers for the peer's handler.
-    private func upgraded(_ channel: Channel, head: HTTPRequestHead, gate: HandshakeGate) throws {
-        let pipeline = channel.pipeline.syncOperations
-        pipeline.removeHandler(try pipeline.handler(type: HTTPFallbackHandler.self), promise: nil)
-        let peer = self.makePeer(channel, path: head.uri)
-        try pipeline.addHandler(peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: gate.deflate, closeTimeout: self.options.closeTimeout))
-        peer.connected(subprotocol: gate.subprotocol, headers: head.headers)
+    /// After the 101 went out: the peer, its handler right after the handshake's, and the
+    /// delegate told.
+    func upgraded(_ channel: Channel, request: UpgradeRequest, subprotocol: String?, deflate: PerMessageDeflate?, after handshake: WebSocketServerHandshake) throws {
+        let peer = self.makePeer(channel, path: request.target)
+        let handler = peer.makeWebSocketLink(maxMessage: self.options.maxMessage, deflate: deflate, closeTimeout: self.options.closeTimeout)
+        try channel.pipeline.syncOperations.addHandler(handler, position: .after(handshake))
+        peer.connected(subprotocol: subprotocol, headers: request.headers)
     }
+}
 
+extension MessageServer {
     // MARK: Peer events
 
     func peerBecameActive(_ peer: ServerPeer) {
