@@ -45,7 +45,9 @@ extension ScriptRuntime {
             return 0
         },
         LuaFunction("send_now", wrapped: true) { rt, args in
-            try rt.withConnection(args) { c in try rt.send(args, on: c, now: true) { c.connection.sendNow(bytes: $0, kind: $1) } }
+            try rt.withConnection(args) { c in
+                try rt.sendOutcome(args.withMessage(at: 1, kindAt: 2, codec: c.codec) { c.connection.sendNow(bytes: $0, kind: $1) }, args, on: c, now: true)
+            }
         },
         LuaFunction("ready", wrapped: true) { rt, args in
             args.lua.push(try rt.connection(args).connection.ready())

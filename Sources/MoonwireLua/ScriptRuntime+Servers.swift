@@ -195,6 +195,9 @@ extension LuaArguments {
     /// for the call only) instead of a copy; with a `codec` (a connection or server with
     /// `codec = "json"`, `"msgpack"`, `"cbor"` or a protobuf codec), the bytes the native encoder wrote for
     /// the value at `index`, sent as the codec's kind unless the script asks for another.
+    /// Always inlined: a specialized copy took the closure's captures (the session of a
+    /// send) as a reference of its own, a retain and a release per message.
+    @inline(__always)
     func withMessage<R>(
         at index: Int32,
         kindAt kindIndex: Int32,

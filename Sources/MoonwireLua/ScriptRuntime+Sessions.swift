@@ -11,11 +11,18 @@ extension ScriptRuntime {
     static let sessionMethods: [LuaFunction<ScriptRuntime>] = [
         LuaFunction("send", wrapped: true) { rt, args in
             // Per message: each role's send called on its own type, not through the
-            // MessageSession protocol (a witness-table call the optimizer cannot inline).
+            // MessageSession protocol (a witness-table call the optimizer cannot inline),
+            // and the message's bytes handed straight to it: a closure handed on through
+            // another function was given its own reference to the session (a retain and
+            // a release per message, on Swift's slow path: the session is weakly referenced).
             try rt.withSession(
                 args,
-                connection: { c in try rt.send(args, on: c, now: false) { c.connection.send(bytes: $0, kind: $1) } },
-                peer: { p in try rt.send(args, on: p, now: false) { p.peer.send(bytes: $0, kind: $1) } })
+                connection: { c in
+                    try rt.sendOutcome(args.withMessage(at: 1, kindAt: 2, codec: c.codec) { c.connection.send(bytes: $0, kind: $1) }, args, on: c, now: false)
+                },
+                peer: { p in
+                    try rt.sendOutcome(args.withMessage(at: 1, kindAt: 2, codec: p.codec) { p.peer.send(bytes: $0, kind: $1) }, args, on: p, now: false)
+                })
         },
         LuaFunction("ping") { rt, args in
             let s = try rt.session(args)
@@ -76,11 +83,9 @@ extension ScriptRuntime {
         return try args.withObject(class: LuaPeer.className, expected: expected, as: LuaPeer.self, peer)
     }
 
-    /// `send` (and a client's `send_now`): the outcome as `true` or `nil, err`.
-    func send(
-        _ args: LuaArguments, on s: LuaSession, now: Bool, _ send: (UnsafeRawBufferPointer, MessageKind) -> SendResult
-    ) throws -> Int32 {
-        let sent = try args.withMessage(at: 1, kindAt: 2, codec: s.codec, send)
+    /// What `send` (and a client's `send_now`) returns to Lua for the outcome `sent` of
+    /// sending argument 1 on `s`: `true`, or `nil, err`.
+    func sendOutcome(_ sent: SendResult, _ args: LuaArguments, on s: LuaSession, now: Bool) throws -> Int32 {
         let refusal: String
         switch sent {
         case .sent, .queued:

@@ -59,9 +59,9 @@ end
 
 local INBOX_LIMIT = 4096
 local conns = setmetatable({}, { __mode = "k" })
--- The Lua side of a server's peers, made at on_connect: { server = the server's
+-- The Lua side of a server's peers, made at on_connect: { owner = the server's
 -- state (codec, auto_reply rules, handlers), codec, kind, on_drain, waiters, final,
--- peer = true }. A connection's state and a peer's are both a session's: the
+-- peer = true } (a connection's `owner` is its own state). A connection's state and a peer's are both a session's: the
 -- methods and events both roles have read either (prelude/sessions.lua).
 local peer_states = setmetatable({}, { __mode = "k" })
 local methods = host.connection_methods
@@ -228,10 +228,15 @@ function mw.connect(url, opts)
     opts = copy
   end
   local c = host.connect(url, opts, codec and codec.schema, codec and codec.index)
-  conns[c] = { codec = codec, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
+  -- Every field read per message is present (false rather than nil): a missing key
+  -- costs the Lua VM a second lookup (for a metatable) on every read.
+  local st = { codec = codec or false, on_open = NONE, on_message = NONE, on_close = NONE, on_error = NONE,
                on_reconnect = NONE, on_drain = NONE, on_ready = NONE, waiters = NONE, inbox = NONE, final = false,
                hb_message = hb_message, hb_reply = hb_reply, framer = framer, kind = kind, hb_kind = hb_kind,
-               auto_rules = auto_rules }
+               auto_rules = auto_rules or false, decoded_raw = false }
+  -- Whose codec, auto_reply rules and on_message handlers apply: a connection's own.
+  st.owner = st
+  conns[c] = st
   local session = session_of[coroutine.running()]
   if session then session.conns[c] = true end
   return c
@@ -567,17 +572,17 @@ end
 function events.message(c, message, kind, err, raw)
   local st = conns[c] or peer_states[c]
   if not st then return end
-  local owner = st.server or st
+  local owner = st.owner
   local codec = st.codec
   if err ~= nil then return decode_failed(c, st, owner, err, raw) end
-  if st.decoded_raw ~= nil then
+  if st.decoded_raw then
     -- Decoded already, to match it against heartbeat.reply.
     if codec.native then
-      st.decoded_raw, st.decoded = nil, nil
+      st.decoded_raw, st.decoded = false, nil
     else
       raw = message
       if st.decoded_raw == message then message = st.decoded else message, err = codec.decode(message, kind) end
-      st.decoded_raw, st.decoded = nil, nil
+      st.decoded_raw, st.decoded = false, nil
       if message == nil and err ~= nil then return decode_failed(c, st, owner, err, raw) end
     end
   elseif codec and codec.decode and not codec.native then
@@ -693,7 +698,7 @@ function events.heartbeat_reply(c, message, kind)
     st.decoded_raw, st.decoded = message, decoded
   end
   if reply(decoded) then
-    st.decoded_raw, st.decoded = nil, nil
+    st.decoded_raw, st.decoded = false, nil
     return true
   end
   return false

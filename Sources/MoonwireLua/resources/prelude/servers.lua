@@ -33,7 +33,7 @@ function mw.listen(url, opts)
   end
   local s, err = host.listen(url, opts, codec and codec.schema, codec and codec.index)
   if not s then return nil, err end
-  servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {}, auto_rules = auto_rules }
+  servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {}, auto_rules = auto_rules or false }
   return s
 end
 

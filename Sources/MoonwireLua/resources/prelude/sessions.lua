@@ -70,8 +70,9 @@ share(host.peer_methods, "peer", "a peer")
 -- without its Lua side): its codec and handlers are the server's.
 function prelude.new_peer_state(peer, server)
   local codec = server and server.codec
-  peer_states[peer] = { server = server or { on_message = NONE }, codec = codec, kind = codec and codec.kind,
-                        on_drain = NONE, on_error = NONE, waiters = NONE, inbox = false, final = false, peer = true }
+  peer_states[peer] = { owner = server or { on_message = NONE, auto_rules = false }, codec = codec or false,
+                        kind = codec and codec.kind, on_drain = NONE, on_error = NONE, waiters = NONE, inbox = false,
+                        final = false, peer = true, decoded_raw = false }
 end
 
 -- A session ended for good: drain() waiters hear "closed".
