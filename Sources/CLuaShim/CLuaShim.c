@@ -81,6 +81,10 @@ struct mw_guard {
     /* Memory: bytes held, the limit (0 = none), and the last refusal. */
     size_t used, limit;
     int refused;
+    /* The size of the allocation just refused: Lua collects and asks once more for
+     * it, and that retry gets no headroom (else the headroom for reporting the error
+     * would let the runaway code go on). 0: none pending. */
+    size_t retry;
     char refused_at[256];
     /* Freed small blocks kept for reuse, one list per size class, and the
      * bytes they hold (at most SMALL_KEEP; see small_alloc). */
@@ -354,9 +358,15 @@ static void *guarded_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         g->used -= old;
         return NULL;
     }
-    size_t cap = g->limit + (g->refused ? REPORT_HEADROOM : 0);
+    /* Lua's retry of a refused allocation (right after its emergency collection, the
+     * same size) gets no headroom: it passes only if the collection made room under
+     * the limit itself. */
+    int is_retry = g->retry != 0 && nsize == g->retry;
+    g->retry = 0;
+    size_t cap = g->limit + (g->refused && !is_retry ? REPORT_HEADROOM : 0);
     if (nsize > old && g->limit != 0 && g->used - old + nsize > cap &&
         atomic_load_explicit(&g->depth, memory_order_relaxed) > 0 && g->in_host == 0) {
+        if (!is_retry) g->retry = nsize;
         if (!g->refused) {
             g->refused = 1;
             /* The main thread's stack: right when the refusal happens in a
