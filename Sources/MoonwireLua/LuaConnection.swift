@@ -28,14 +28,9 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
         guard let runtime else { return }
         runtime.metrics.opened(self, timing: info.timing)
         runtime.dispatch(.open, for: self) { lua in
-            lua.newTable(fields: 3)
-            lua.pushHeaders(info.headers)
-            lua.setField("headers", table: -2)
-            lua.push(info.reconnects)
-            lua.setField("reconnects", table: -2)
-            if let p = info.subprotocol {
-                lua.push(p)
-                lua.setField("protocol", table: -2)
+            lua.pushHandshake(headers: info.headers, subprotocol: info.subprotocol, fields: 3) {
+                lua.push(info.reconnects)
+                lua.setField("reconnects", table: -2)
             }
             return 1
         }

@@ -39,16 +39,11 @@ final class LuaServer: MessageServerDelegate {
                 lua_setiuservalue(lua.L, -3, 1)
                 lua.pop()
             }
-            lua.newTable(fields: 4)
-            lua.push(request.path)
-            lua.setField("path", table: -2)
-            lua.pushHeaders(request.headers)
-            lua.setField("headers", table: -2)
-            lua.push(request.remoteAddress)
-            lua.setField("remote_address", table: -2)
-            if let p = request.subprotocol {
-                lua.push(p)
-                lua.setField("protocol", table: -2)
+            lua.pushHandshake(headers: request.headers, subprotocol: request.subprotocol, fields: 4) {
+                lua.push(request.path)
+                lua.setField("path", table: -2)
+                lua.push(request.remoteAddress)
+                lua.setField("remote_address", table: -2)
             }
             return 2
         }

@@ -79,6 +79,21 @@ extension LuaState {
         }
     }
 
+    /// Pushes the table a handshake's handler gets, the same for both roles: `on_open`'s
+    /// `info` (a connection) and `on_connect`'s `request` (a peer) have `headers` and,
+    /// when one was agreed, `protocol`; `more` sets the role's own fields in it.
+    func pushHandshake<Headers: Sequence>(headers: Headers, subprotocol: String?, fields: Int32, _ more: () -> Void)
+    where Headers.Element == (name: String, value: String) {
+        newTable(fields: fields)
+        pushHeaders(headers)
+        setField("headers", table: -2)
+        if let subprotocol {
+            push(subprotocol)
+            setField("protocol", table: -2)
+        }
+        more()
+    }
+
     /// Copies the value at `index`; functions, userdata, threads and over-deep tables throw.
     public func value(at index: Int32) throws(LuaConversionError) -> LuaValue {
         try value(at: lua_absindex(L, index), depth: 0)
