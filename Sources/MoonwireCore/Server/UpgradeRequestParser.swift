@@ -37,7 +37,7 @@ struct UpgradeRequestParser {
         case malformed(String)
         /// More than `maxFields` header fields or `maxBytes` of them (431).
         case tooManyHeaders
-        /// A request line longer than `maxBytes` (414).
+        /// A request line longer than `maxBytes` (400).
         case requestLineTooLong
     }
 

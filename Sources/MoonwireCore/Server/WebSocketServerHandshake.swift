@@ -22,7 +22,7 @@ protocol WebSocketUpgradeDelegate: AnyObject {
 /// What it refuses gets one HTTP response with a one-line plain-text body saying why,
 /// then the connection closes:
 /// - 400: a request HTTP/1.1 cannot parse, or an upgrade RFC 6455 does not allow;
-/// - 414 / 431: a request line, or header fields, beyond the bounds;
+/// - 400 / 431: a request line, or header fields, beyond the bounds;
 /// - 426 Upgrade Required: plain HTTP, without `Upgrade`;
 /// - the server's refusals (503 shutting down, `reject_next`'s status, 404 other paths).
 ///
@@ -88,7 +88,7 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
                 self.refuse(context: context, .requestHeaderFieldsTooLarge,
                             "more than \(self.parser.maxFields) header fields or \(self.parser.maxBytes) bytes of them")
             case .requestLineTooLong:
-                self.refuse(context: context, .uriTooLong, "a request line of more than \(self.parser.maxBytes) bytes")
+                self.refuse(context: context, .badRequest, "a request line of more than \(self.parser.maxBytes) bytes")
             }
             return
         }
