@@ -776,6 +776,14 @@ void mwj_buffer_init(mwj_buffer *b) {
     b->room = sizeof(b->inline_data);
 }
 
+void mwj_encode_error(lua_State *L, const char *module) {
+    luaL_tolstring(L, -1, NULL);
+    lua_pushfstring(L, "%s.encode: ", module);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    lua_replace(L, -2);
+}
+
 void mwj_buffer_free(mwj_buffer *b) {
     if (b->data != b->inline_data) free(b->data);
     b->data = b->inline_data;
@@ -807,13 +815,7 @@ static int encode_with(lua_State *L, encoder *e, int idx, int null_idx, int arra
     lua_pushvalue(L, array_idx);
     lua_pushvalue(L, object_idx);
     int status = lua_pcall(L, 5, 0, 0);
-    if (status != LUA_OK) {
-        luaL_tolstring(L, -1, NULL);
-        lua_pushliteral(L, "mw.json.encode: ");
-        lua_insert(L, -2);
-        lua_concat(L, 2);
-        lua_replace(L, -2);
-    }
+    if (status != LUA_OK) mwj_encode_error(L, "mw.json");
     return status;
 }
 

@@ -1082,11 +1082,7 @@ static int encode_protected(lua_State *L, int fmt, int idx, buffer *out) {
     mwj_buffer_free(&e->entries);
     if (status != LUA_OK) {
         mwj_buffer_free(out);
-        luaL_tolstring(L, -1, NULL);
-        lua_pushfstring(L, "%s.encode: ", module_name[fmt]);
-        lua_insert(L, -2);
-        lua_concat(L, 2);
-        lua_replace(L, -2);
+        mwj_encode_error(L, module_name[fmt]);
     }
     return status;
 }

@@ -1642,11 +1642,7 @@ int mw_protobuf_encode_into(lua_State *L, int owner_idx, int index, int value_id
     }
     if (status != LUA_OK) {
         free(b.data);
-        luaL_tolstring(L, -1, NULL);
-        lua_pushliteral(L, "mw.protobuf.encode: ");
-        lua_insert(L, -2);
-        lua_concat(L, 2);
-        lua_replace(L, -2);
+        mwj_encode_error(L, "mw.protobuf");
         return status;
     }
     /* The encoder's malloc'd bytes become the caller's buffer (freed by mwj_buffer_free). */

@@ -102,6 +102,9 @@ typedef struct mwj_buffer {
 
 void mwj_buffer_init(mwj_buffer *b);
 void mwj_buffer_free(mwj_buffer *b);
+/* Replaces the error value on top of the stack with "<module>.encode: " and its
+ * text: the native encoders' *_encode_into errors (`module`: "mw.json", ...). */
+void mwj_encode_error(lua_State *L, const char *module);
 
 /* Encodes the value at `idx` in protected mode into `out` (initialized here;
  * the caller frees it, also after an error). Returns LUA_OK with the text in
