@@ -192,10 +192,7 @@ enum OptionValue {
         return l
     }
 
-    var seconds: TimeAmount {
-        guard case .number(let s) = self else { preconditionFailure("not seconds: \(self)") }
-        return .seconds(s)
-    }
+    var seconds: TimeAmount { .seconds(double) }
     var int: Int {
         guard case .integer(let n) = self else { preconditionFailure("not an integer: \(self)") }
         return n
