@@ -17,7 +17,9 @@ final class HandshakeDeadlines {
     private let eventLoop: EventLoop
     private let clock: RuntimeClock
     private var oldest: WebSocketServerHandshake?
-    private unowned var newest: WebSocketServerHandshake?
+    // weak: the list holds its handshakes from the oldest end (`oldest`, then `newer`); the
+    // back links never keep one alive, and a handshake that went away unlisted reads as nil.
+    private weak var newest: WebSocketServerHandshake?
     private var timer: ClockTask?
 
     init(timeout: TimeAmount, eventLoop: EventLoop) {

@@ -50,7 +50,7 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
     var timed = false
     var deadline = NIODeadline.uptimeNanoseconds(0)
     var newer: WebSocketServerHandshake?
-    unowned var older: WebSocketServerHandshake?
+    weak var older: WebSocketServerHandshake?
 
     init(server: WebSocketUpgradeDelegate, deadlines: HandshakeDeadlines, maxHeaders: Int, maxHeaderBytes: Int) {
         self.server = server
