@@ -25,7 +25,10 @@
 #define UV_SIDE 1   /* message table -> its unknown fields' bytes (weak keys) */
 #define UV_ARRAY 2  /* metatable of decoded repeated fields (mw.json.array's) */
 #define UV_OBJECT 3 /* metatable of decoded maps (mw.json.object's) */
-#define UV_INNER 4  /* the protected half */
+#define UV_MARK 4   /* metatable of a decoded message table no key was added to since */
+#define UV_MARKU 5  /* the same, for one whose unknown fields are in the side table */
+#define UV_SHARED 5 /* (the upvalues above: both halves have them all) */
+#define UV_INNER 6  /* the protected half */
 
 static const char *const SCHEMA = "moonwire.protobuf.schema";
 
@@ -167,7 +170,7 @@ static size_t utf8_invalid_at(const unsigned char *s, size_t n) {
 typedef struct decoder {
     const mwp_schema *s;
     const uint8_t *begin;
-    int names, enums, side, array_mt, object_mt; /* stack slots */
+    int names, enums, side, array_mt, object_mt, mark, marku; /* stack slots */
     const mwp_message *root;
     const mwp_field *path[MAX_DEPTH + 4];
 } decoder;
@@ -215,13 +218,24 @@ static inline const uint8_t *read_varint(const uint8_t *p, const uint8_t *end, u
     return NULL; /* more than 10 bytes */
 }
 
-static const uint8_t *dvarint(lua_State *L, decoder *d, int depth, const uint8_t *p, const uint8_t *end, uint64_t *out) {
+static __attribute__((noinline)) const uint8_t *dvarint_slow(lua_State *L, decoder *d, int depth, const uint8_t *p,
+                                                            const uint8_t *end, uint64_t *out) {
     const uint8_t *q = read_varint(p, end, out);
     if (!q) {
         if (end - p >= 10) dfail(L, d, depth, p, "varint longer than 10 bytes");
         dfail(L, d, depth, p, "truncated varint");
     }
     return q;
+}
+
+/* A one-byte varint (most tags, lengths and small numbers) without a call. */
+static inline const uint8_t *dvarint(lua_State *L, decoder *d, int depth, const uint8_t *p, const uint8_t *end,
+                                     uint64_t *out) {
+    if (__builtin_expect(p < end && *p < 0x80, 1)) {
+        *out = *p;
+        return p + 1;
+    }
+    return dvarint_slow(L, d, depth, p, end, out);
 }
 
 /* The length of a length-delimited value, checked against what is left. */
@@ -688,6 +702,12 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
         lua_insert(L, -2);
         lua_rawset(L, d->side);
     }
+    /* Marked as decoded: encode need not count its keys (see mark_newindex). A
+     * message merged into keeps the mark its first part gave it. */
+    if (pieces || !lua_getmetatable(L, t)) {
+        lua_pushvalue(L, pieces ? d->marku : d->mark);
+        lua_setmetatable(L, t);
+    }
     lua_settop(L, t);
 }
 
@@ -713,6 +733,10 @@ static int decode_run(lua_State *L) {
     d.array_mt = 5;
     lua_pushvalue(L, lua_upvalueindex(UV_OBJECT));
     d.object_mt = 6;
+    lua_pushvalue(L, lua_upvalueindex(UV_MARK));
+    d.mark = 7;
+    lua_pushvalue(L, lua_upvalueindex(UV_MARKU));
+    d.marku = 8;
     new_message_table(L, d.root);
     decode_message(L, &d, d.root, bytes, bytes + n, 0, 0, NULL);
     return 1;
@@ -782,7 +806,7 @@ typedef struct step {
 typedef struct encoder {
     const mwp_schema *s;
     buffer *b;
-    int names, enums, side;
+    int names, enums, side, mark, marku;
     const mwp_message *root;
     step path[MAX_DEPTH + 4];
 } encoder;
@@ -1312,24 +1336,35 @@ static void encode_message(lua_State *L, encoder *e, const mwp_message *m, int t
         lua_settop(L, v - 1);
     }
     st->field = NULL;
-    /* Every key must name a field: a misspelt one is an error, not dropped. */
-    int keys = 0;
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
+    /* 1: a decoded table no key was added to, 2: the same with unknown fields. */
+    int decoded = 0;
+    if (lua_getmetatable(L, t)) {
+        decoded = lua_rawequal(L, -1, e->mark) ? 1 : lua_rawequal(L, -1, e->marku) ? 2 : 0;
         lua_pop(L, 1);
-        if (++keys > found) {
+    }
+    /* Every key must name a field: a misspelt one is an error, not dropped. (A
+     * decoded table's keys are all fields until one is added, which unmarks it.) */
+    if (!decoded) {
+        int keys = 0;
+        lua_pushnil(L);
+        while (lua_next(L, t)) {
             lua_pop(L, 1);
-            unknown_key(L, e, m, t, depth);
+            if (++keys > found) {
+                lua_pop(L, 1);
+                unknown_key(L, e, m, t, depth);
+            }
         }
     }
     /* Fields this schema does not know, as they were read. */
-    lua_pushvalue(L, t);
-    if (lua_rawget(L, e->side) == LUA_TSTRING) {
-        size_t n;
-        const char *s = lua_tolstring(L, -1, &n);
-        put_bytes(L, e, s, n);
+    if (decoded != 1) {
+        lua_pushvalue(L, t);
+        if (lua_rawget(L, e->side) == LUA_TSTRING) {
+            size_t n;
+            const char *s = lua_tolstring(L, -1, &n);
+            put_bytes(L, e, s, n);
+        }
+        lua_pop(L, 1);
     }
-    lua_pop(L, 1);
 }
 
 /* The encode's protected half: (schema, index, value, buffer) */
@@ -1350,6 +1385,10 @@ static int encode_run(lua_State *L) {
     e.enums = 5;
     lua_pushvalue(L, lua_upvalueindex(UV_SIDE));
     e.side = 6;
+    lua_pushvalue(L, lua_upvalueindex(UV_MARK));
+    e.mark = 7;
+    lua_pushvalue(L, lua_upvalueindex(UV_MARKU));
+    e.marku = 8;
     if (lua_type(L, 3) != LUA_TTABLE) efail(L, &e, 0, 3, "expected table");
     encode_message(L, &e, e.root, 3, 0);
     return 0;
@@ -1505,16 +1544,40 @@ static int proto_enum_values(lua_State *L) {
     return 1;
 }
 
-/* The closures share upvalues: side table, array metatable, object metatable. */
+/* The closures share upvalues: side table, array and object metatables, the marks. */
 static void push_closure(lua_State *L, int base, lua_CFunction outer, lua_CFunction inner) {
-    for (int i = 0; i < 3; i++) lua_pushvalue(L, base + i);
+    for (int i = 0; i < UV_SHARED; i++) lua_pushvalue(L, base + i);
     if (inner) {
-        for (int i = 0; i < 3; i++) lua_pushvalue(L, base + i);
-        lua_pushcclosure(L, inner, 3);
-        lua_pushcclosure(L, outer, 4);
+        for (int i = 0; i < UV_SHARED; i++) lua_pushvalue(L, base + i);
+        lua_pushcclosure(L, inner, UV_SHARED);
+        lua_pushcclosure(L, outer, UV_SHARED + 1);
     } else {
-        lua_pushcclosure(L, outer, 3);
+        lua_pushcclosure(L, outer, UV_SHARED);
     }
+}
+
+/* __newindex of the marks: a key added to a decoded table (a field it did not have,
+ * or a misspelt one) takes the mark away, so that encode counts the table's keys
+ * again and names a key that is no field. (rawset adds one unseen.) */
+static int mark_newindex(lua_State *L) {
+    lua_settop(L, 3);
+    int t = lua_type(L, 2);
+    if (t == LUA_TNIL || (t == LUA_TNUMBER && lua_tonumber(L, 2) != lua_tonumber(L, 2))) {
+        luaL_where(L, 1); /* where the assignment is, as Lua says it for any table */
+        lua_pushstring(L, t == LUA_TNIL ? "table index is nil" : "table index is NaN");
+        lua_concat(L, 2);
+        return lua_error(L);
+    }
+    lua_pushnil(L);
+    lua_setmetatable(L, 1);
+    lua_rawset(L, 1);
+    return 0;
+}
+
+static void push_mark(lua_State *L) {
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, mark_newindex);
+    lua_setfield(L, -2, "__newindex");
 }
 
 /* open(array_mt, object_mt) -> { load, encode, decode, unknown, fields } */
@@ -1541,6 +1604,8 @@ int mw_protobuf_open(lua_State *L) {
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_insert(L, 1); /* 1 side, 2 array_mt, 3 object_mt */
+    push_mark(L);     /* 4 */
+    push_mark(L);     /* 5 */
     lua_createtable(L, 0, 6);
     lua_pushcfunction(L, proto_load);
     lua_setfield(L, -2, "load");
@@ -1580,8 +1645,8 @@ static int make_halves(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &decode_key);
     lua_getupvalue(L, -1, UV_INNER);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &decode_from_key);
-    lua_getupvalue(L, -1, UV_SIDE);
-    lua_pushcclosure(L, encode_run, 1);
+    for (int i = 1; i <= UV_SHARED; i++) lua_getupvalue(L, -1 - (i - 1), i);
+    lua_pushcclosure(L, encode_run, UV_SHARED);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &encode_into_key);
     return 0;
 }

@@ -190,6 +190,28 @@ describe("mw.protobuf values", function()
     assert.are.equal(bytes, pb.encode("chat.Login", login))
   end)
 
+  it("checks the keys of a decoded table that got new ones, and keeps its unknown fields", function()
+    local bytes = field(1, 2, "ann") .. field(9, 0, varint(300))
+    local login = assert(pb.decode("chat.Login", bytes))
+    login.usr = "bob" -- misspelt: a key the decoded table did not have
+    local ok, err = pcall(pb.encode, "chat.Login", login)
+    assert.is_false(ok)
+    assert.matches('chat.Login: no field named "usr" in chat.Login$', err)
+    login.usr = nil
+    login.token = "t" -- a field it had: still encodes, unknown fields and all
+    assert.are.equal(field(1, 2, "ann") .. field(2, 2, "t") .. field(9, 0, varint(300)), pb.encode("chat.Login", login))
+    -- nested: a decoded message inside a decoded message
+    local env = assert(pb.decode("chat.Envelope", pb.encode("chat.Envelope", { id = 3, login = { user = "ann" } })))
+    env.login.tokn = "x"
+    ok, err = pcall(pb.encode, "chat.Envelope", env)
+    assert.is_false(ok)
+    assert.matches('chat.Envelope.login: no field named "tokn" in chat.Login$', err)
+    -- a nil key is Lua's own error, at this line
+    ok, err = pcall(function() env[nil] = 1 end)
+    assert.is_false(ok)
+    assert.matches("protobuf_test.lua:%d+: table index is nil$", err)
+  end)
+
   it("gives enum names, and numbers no name has as integers", function()
     local v = assert(pb.decode("google.protobuf.Value", field(1, 0, varint(0))))
     assert.are.equal("NULL_VALUE", v.null_value)
