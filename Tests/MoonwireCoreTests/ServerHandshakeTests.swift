@@ -132,11 +132,11 @@ struct ServerHandshakeTests {
         try await server.stop()
     }
 
-    /// Plain HTTP gets 426 with `Upgrade: websocket`, a body saying why, and the close.
-    @Test func plainHTTPGets426() async throws {
+    /// Plain HTTP gets 400 with `Upgrade: websocket`, a body saying why, and the close.
+    @Test func plainHTTPGets400() async throws {
         let server = try await TestServer.start("ws://127.0.0.1:0/", echo: true)
         let answer = try Self.answer(server, Array("GET /index.html HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
-        #expect(answer.hasPrefix("HTTP/1.1 426 Upgrade Required\r\n"), "\(answer)")
+        #expect(answer.hasPrefix("HTTP/1.1 400 Bad Request\r\n"), "\(answer)")
         #expect(answer.contains("\r\nUpgrade: websocket\r\n"), "\(answer)")
         #expect(answer.hasSuffix("\r\n\r\nthis is a WebSocket server: send a GET with Upgrade: websocket\n"), "\(answer)")
         #expect(try await server.onLoop { server.connected.count } == 0)

@@ -21,9 +21,9 @@ protocol WebSocketUpgradeDelegate: AnyObject {
 ///
 /// What it refuses gets one HTTP response with a one-line plain-text body saying why,
 /// then the connection closes:
-/// - 400: a request HTTP/1.1 cannot parse, or an upgrade RFC 6455 does not allow;
+/// - 400: a request HTTP/1.1 cannot parse, an upgrade RFC 6455 does not allow, or plain
+///   HTTP (no `Upgrade`; it gets `Upgrade: websocket` too, saying what would be taken);
 /// - 400 / 431: a request line, or header fields, beyond the bounds;
-/// - 426 Upgrade Required: plain HTTP, without `Upgrade`;
 /// - the server's refusals (503 shutting down, `reject_next`'s status, 404 other paths).
 ///
 /// It also bounds the handshake: from the moment the connection is accepted (so a TLS
@@ -155,7 +155,7 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
         let body = reason + "\n"
         var text = "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n"
         text += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n"
-        if status == .upgradeRequired { text += "Upgrade: websocket\r\n" }
+        if reason == Self.plainHTTPReason { text += "Upgrade: websocket\r\n" }
         if status == .badRequest && reason == Self.versionReason { text += "Sec-WebSocket-Version: 13\r\n" }
         text += "\r\n"
         if !head { text += body }
@@ -177,6 +177,7 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
 
     private static let guid = Array("258EAFA5-E914-47DA-95CA-C5AB0DC85B11".utf8)
     private static let versionReason = "this server speaks Sec-WebSocket-Version 13 only"
+    private static let plainHTTPReason = "this is a WebSocket server: send a GET with Upgrade: websocket"
 
     /// What RFC 6455 (§4.1, §4.2.1) makes of a request: its key, or the answer to a
     /// request that is not an upgrade it allows, in words.
@@ -211,7 +212,7 @@ final class WebSocketServerHandshake: ChannelInboundHandler, RemovableChannelHan
             }
         }
         guard upgrades > 0 else {
-            return .refuse(.upgradeRequired, "this is a WebSocket server: send a GET with Upgrade: websocket")
+            return .refuse(.badRequest, Self.plainHTTPReason)
         }
         guard upgradeToWebSocket else {
             return .refuse(.badRequest, "not a WebSocket upgrade this server can take (RFC 6455 section 4.2.1)")
