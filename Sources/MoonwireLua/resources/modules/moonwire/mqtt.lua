@@ -151,18 +151,17 @@ function Reader:u8(field)
   self.pos = self.pos + 1
   return v
 end
-function Reader:u16(field)
-  if self.pos + 1 > self.stop then self:fail(field) end
-  local v = sunpack(">I2", self.s, self.pos)
-  self.pos = self.pos + 2
-  return v
+-- A big-endian integer of `size` bytes (string.pack's ">I2", ">I4").
+local function unsigned(size)
+  local format = ">I" .. size
+  return function(self, field)
+    if self.pos + size - 1 > self.stop then self:fail(field) end
+    local v = sunpack(format, self.s, self.pos)
+    self.pos = self.pos + size
+    return v
+  end
 end
-function Reader:u32(field)
-  if self.pos + 3 > self.stop then self:fail(field) end
-  local v = sunpack(">I4", self.s, self.pos)
-  self.pos = self.pos + 4
-  return v
-end
+Reader.u16, Reader.u32 = unsigned(2), unsigned(4)
 function Reader:varint(field)
   local n, mult = 0, 1
   for _ = 1, 4 do
