@@ -18,14 +18,18 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
 
     private(set) var runtime: ScriptRuntime?
     let connection: ManagedConnection
+    /// A `framing` function's bridge, held by the connection's decoder; it holds this object.
+    private let framer: LuaFramer
     let closeTimeout: TimeAmount
 
-    init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount, codec: NativeCodec?) {
+    init(runtime: ScriptRuntime, connection: ManagedConnection, framer: LuaFramer, closeTimeout: TimeAmount, codec: NativeCodec?) {
         self.runtime = runtime
         self.connection = connection
+        self.framer = framer
         self.closeTimeout = closeTimeout
         super.init(session: connection, codec: codec)
         connection.delegate = self
+        framer.connection = self
     }
 
     /// Makes the links again (``detach()`` cut them): `c:reconnect()` on a connection
@@ -33,11 +37,13 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
     func attach(to runtime: ScriptRuntime) {
         self.runtime = runtime
         connection.delegate = self
+        framer.connection = self
     }
 
     /// Cuts the links between the runtime, this object and its connection.
     func detach() {
         connection.delegate = nil
+        framer.connection = nil
         runtime = nil
     }
 

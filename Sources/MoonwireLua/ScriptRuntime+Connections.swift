@@ -86,8 +86,7 @@ extension ScriptRuntime {
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
         managed.recorder = try recorder(parsed, url: text, args: args)
-        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout, codec: parsed.codec)
-        framer.connection = c
+        let c = LuaConnection(runtime: self, connection: managed, framer: framer, closeTimeout: parsed.closeTimeout, codec: parsed.codec)
         c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
         if protobuf != nil { NativeCodec.keepSchema(at: 3, args) }
         connections[ObjectIdentifier(c)] = c
@@ -223,13 +222,13 @@ extension ScriptRuntime {
 /// A Lua framing function (the `framing` option) as a Core decoder: `fn(buffer) -> message,
 /// consumed | nil`, called through the prelude with the bytes buffered so far.
 final class LuaFramer {
-    /// Weak: the framer is held by the connection's own decoder. (Only a connection with a
-    /// framing function is weakly referenced, which puts its reference counts on Swift's
-    /// slow path; the runtime is reached through the connection.)
-    weak var connection: LuaConnection?
+    /// Set and cut with the connection's other links (``LuaConnection/detach()``): the
+    /// framer is held by the connection's own decoder. The runtime is reached through the
+    /// connection.
+    var connection: LuaConnection?
 
     func framing() -> CustomFraming {
-        // Held strongly by the decoder; the framer holds the connection weakly, so no cycle.
+        // Held strongly by the decoder.
         CustomFraming { buffer in
             guard let connection = self.connection, let runtime = connection.runtime else { return nil }
             return try runtime.frame(&buffer, for: connection)

@@ -158,6 +158,8 @@ public final class ManagedConnection {
     private var nextURL: TransportURL?
     /// ``Configuration/messageFraming``, and the stream it cuts since the last open.
     private let messageFraming: TCPFraming?
+    /// `messageFraming != nil`.
+    private let reframes: Bool
     private var reframer: MessageReader?
     /// What ``reframer`` may hold without a complete message (`max_message`).
     private let maxMessage: Int
@@ -167,6 +169,7 @@ public final class ManagedConnection {
         urlText = url.description
         manualReady = configuration.manualReady
         messageFraming = configuration.messageFraming
+        reframes = configuration.messageFraming != nil
         maxMessage = configuration.socket.maxMessage
         queueLimit = configuration.queueLimit
         transport = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
@@ -504,9 +507,9 @@ extension ManagedConnection: ClientConnectionDelegate {
 
     public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
-        // The stored constant first: asking the variable copied (and destroyed) the reader
-        // per message.
-        guard messageFraming != nil, reframer != nil else { return received(message, kind: kind) }
+        // A constant Bool first: asking the optional copied (and destroyed) the reader, or
+        // the framing, per message.
+        guard reframes, reframer != nil else { return received(message, kind: kind) }
         reframer!.append(message)
         do throws(TCPFramingError) {
             while let framed = try reframer?.next() {
