@@ -83,9 +83,12 @@ extension ScriptRuntime {
         let protobuf = try NativeCodec(protobufAt: 3, args)
         if let protobuf { parsed.codec = protobuf }
         parsed.configuration.sendBudget = sendBudget
+        // Before the connection is made: from its making until it is closed, it is held
+        // by its parts (ManagedConnection.drive), so nothing may throw in between.
+        let recorder = try recorder(parsed, url: text, args: args)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
-        managed.recorder = try recorder(parsed, url: text, args: args)
+        managed.recorder = recorder
         let c = LuaConnection(runtime: self, connection: managed, framer: framer, closeTimeout: parsed.closeTimeout, codec: parsed.codec)
         c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
         if protobuf != nil { NativeCodec.keepSchema(at: 3, args) }

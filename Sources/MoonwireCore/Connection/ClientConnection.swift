@@ -61,8 +61,8 @@ public final class ClientConnection {
     public let eventLoop: EventLoop
     /// Receives the connection's events; held strongly, so that a message reaches it
     /// without a weak load. Whoever sets it cuts the link once it wants no more events
-    /// (``ManagedConnection`` sets itself at each dial and cuts when it has ended for
-    /// good): an open connection is kept alive by its channel, and with its delegate.
+    /// (``ManagedConnection`` is set while it is alive, and cut once it has ended for
+    /// good): an open connection is kept alive by its channel, and with it its delegate.
     public var delegate: ClientConnectionDelegate?
     /// The current state.
     public private(set) var state: State = .idle

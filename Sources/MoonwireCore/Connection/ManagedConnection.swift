@@ -136,7 +136,8 @@ public final class ManagedConnection {
     /// The last failure, named by the reconnect log line.
     private var lastError: String?
     public let queueLimit: Int
-    /// The client connection that dials and carries the messages: the transport.
+    /// The client connection that dials and carries the messages: the transport (not
+    /// private: the tests look at its lifetime).
     let transport: ClientConnection
     private var lifecycle: ConnectionLifecycle
     /// The send budget, the heartbeat and `auto_reply`: what a server's peer has too.
