@@ -6,22 +6,45 @@ import NIOCore
 ///
 /// While the connection is alive (open, or on its way to be) the runtime holds
 /// it and the userdata, so a script that dropped its handle still gets events
-/// and keeps running. It holds the runtime weakly: an event that arrives after
-/// the script's state is gone finds nothing and is dropped.
+/// and keeps running. While it is alive it also holds the runtime, and its
+/// `ManagedConnection` holds it, both strongly: a message reaches Lua without a weak
+/// load. The runtime cuts both links (``detach()``) when the connection has ended for
+/// good and when the script ends: an event that arrives after that finds nothing and
+/// is dropped, and a closed connection the script still holds keeps nothing alive.
 final class LuaConnection: LuaSession, ManagedConnectionDelegate {
     static let className = "moonwire.connection"
     /// What a method's misuse says was expected.
     static let typeName = "connection"
 
-    weak var runtime: ScriptRuntime?
+    private(set) var runtime: ScriptRuntime?
     let connection: ManagedConnection
+    /// A `framing` function's bridge, held by the connection's decoder; it holds this object.
+    private let framer: LuaFramer
     let closeTimeout: TimeAmount
 
-    init(runtime: ScriptRuntime, connection: ManagedConnection, closeTimeout: TimeAmount, codec: NativeCodec?) {
+    init(runtime: ScriptRuntime, connection: ManagedConnection, framer: LuaFramer, closeTimeout: TimeAmount, codec: NativeCodec?) {
         self.runtime = runtime
         self.connection = connection
+        self.framer = framer
         self.closeTimeout = closeTimeout
         super.init(session: connection, codec: codec)
+        connection.delegate = self
+        framer.connection = self
+    }
+
+    /// Makes the links again (``detach()`` cut them): `c:reconnect()` on a connection
+    /// closed for good.
+    func attach(to runtime: ScriptRuntime) {
+        self.runtime = runtime
+        connection.delegate = self
+        framer.connection = self
+    }
+
+    /// Cuts the links between the runtime, this object and its connection.
+    func detach() {
+        connection.delegate = nil
+        framer.connection = nil
+        runtime = nil
     }
 
     func managedConnectionDidOpen(_ connection: ManagedConnection, info: ManagedConnection.OpenInfo) {

@@ -4,11 +4,13 @@ import NIOCore
 
 /// A server as Lua sees it (`mw.listen`): events go to the prelude's
 /// dispatchers. While it listens, the runtime holds it, which keeps the script
-/// running. It holds the runtime weakly, like `LuaConnection`.
+/// running. It holds the runtime, and its `MessageServer` holds it, strongly (a
+/// message reaches Lua without a weak load) until the server has closed: the
+/// server cuts its link then, the runtime this one (and both when the script ends).
 final class LuaServer: MessageServerDelegate {
     static let className = "moonwire.server"
 
-    weak var runtime: ScriptRuntime?
+    var runtime: ScriptRuntime?
     let server: MessageServer
     var handle: LuaReference?
     /// The Lua side of every open peer, by the Core peer's id.

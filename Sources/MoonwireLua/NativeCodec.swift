@@ -30,6 +30,7 @@ enum NativeCodec {
     /// Decodes `bytes` in protected mode: pushes the value and nil, or nil and the
     /// message. Returns LUA_OK, or (out of memory) the status with the error pushed.
     /// `session` is the stack index of the connection's or peer's userdata.
+    @inline(__always)
     func decode(_ L: OpaquePointer, _ bytes: UnsafeRawBufferPointer, session: Int32) -> Int32 {
         switch self {
         case .json: return mw_json_decode_bytes(L, bytes.baseAddress, bytes.count)

@@ -35,8 +35,7 @@ extension ScriptRuntime {
         LuaFunction("reconnect") { rt, args in
             let c = try rt.connection(args)
             if args.type(1) == LUA_TNONE {
-                c.connection.reconnectNow()
-                rt.connectionRevived(c, userdata: args)
+                rt.reconnect(c, userdata: args)
                 return 0
             }
             var holder = try LuaOptionTable(.table([.text("reconnect"): try args.lua.value(at: args.index(1))]), function: args.function, argument: 1, path: "")
@@ -79,17 +78,18 @@ extension ScriptRuntime {
     func connect(_ args: LuaArguments) throws -> Int32 {
         let (text, url) = try endpoint(args, TransportURL.init)
         let opts = try OptionDeclarations.copy(args, 2, role: .connect)
-        let framer = LuaFramer(runtime: self)
+        let framer = LuaFramer()
         var parsed = try ConnectOptions(opts, function: args.function, url: url, custom: framer.framing)
         let protobuf = try NativeCodec(protobufAt: 3, args)
         if let protobuf { parsed.codec = protobuf }
         parsed.configuration.sendBudget = sendBudget
+        // Before the connection is made: from its making until it is closed, it is held
+        // by its parts (ManagedConnection.drive), so nothing may throw in between.
+        let recorder = try recorder(parsed, url: text, args: args)
         let managed = ManagedConnection(url: url, configuration: parsed.configuration, eventLoop: eventLoop)
         managed.logger = options.logger
-        managed.recorder = try recorder(parsed, url: text, args: args)
-        let c = LuaConnection(runtime: self, connection: managed, closeTimeout: parsed.closeTimeout, codec: parsed.codec)
-        framer.connection = c
-        managed.delegate = c
+        managed.recorder = recorder
+        let c = LuaConnection(runtime: self, connection: managed, framer: framer, closeTimeout: parsed.closeTimeout, codec: parsed.codec)
         c.handle = args.lua.pushHandle(object: c, class: LuaConnection.className)
         if protobuf != nil { NativeCodec.keepSchema(at: 3, args) }
         connections[ObjectIdentifier(c)] = c
@@ -190,10 +190,17 @@ extension ScriptRuntime {
         }
     }
 
-    /// `c:reconnect()` on a closed connection brings it back to life. The handle
-    /// is the script's own userdata (the method's self): the prelude keys its state by it.
-    func connectionRevived(_ c: LuaConnection, userdata args: LuaArguments) {
-        guard c.connection.isAlive, c.handle == nil else { return }
+    /// `c:reconnect()`: reconnects now; on a connection closed for good, brings it back to
+    /// life. The handle is the script's own userdata (the method's self): the prelude keys
+    /// its state by it.
+    func reconnect(_ c: LuaConnection, userdata args: LuaArguments) {
+        // Ended (connectionEnded let it go): linked again first, so that what the
+        // reconnect reports at once reaches the connection.
+        let ended = c.handle == nil
+        if ended { c.attach(to: self) }
+        c.connection.reconnectNow()
+        guard ended else { return }
+        guard c.connection.isAlive else { return c.detach() }
         args.lua.pushValue(args.index(0))
         c.handle = args.lua.reference()
         connections[ObjectIdentifier(c)] = c
@@ -207,6 +214,7 @@ extension ScriptRuntime {
         connections[ObjectIdentifier(c)] = nil
         if let handle = c.handle { lua.release(handle) }
         c.handle = nil
+        c.detach()
         if let code = shutdownCode, connections.isEmpty { finish(code) }
         // Inside a call into Lua (a TCP c:close() ends its connection before it returns),
         // the script may still start a timer: the call's end decides (callIntoLua).
@@ -217,17 +225,15 @@ extension ScriptRuntime {
 /// A Lua framing function (the `framing` option) as a Core decoder: `fn(buffer) -> message,
 /// consumed | nil`, called through the prelude with the bytes buffered so far.
 final class LuaFramer {
-    weak var runtime: ScriptRuntime?
-    weak var connection: LuaConnection?
-
-    init(runtime: ScriptRuntime) {
-        self.runtime = runtime
-    }
+    /// Set and cut with the connection's other links (``LuaConnection/detach()``): the
+    /// framer is held by the connection's own decoder. The runtime is reached through the
+    /// connection.
+    var connection: LuaConnection?
 
     func framing() -> CustomFraming {
-        // Held strongly by the decoder; the framer holds the connection weakly, so no cycle.
+        // Held strongly by the decoder.
         CustomFraming { buffer in
-            guard let connection = self.connection, let runtime = self.runtime else { return nil }
+            guard let connection = self.connection, let runtime = connection.runtime else { return nil }
             return try runtime.frame(&buffer, for: connection)
         }
     }

@@ -164,8 +164,10 @@ extension ScriptRuntime {
         guard servers.removeValue(forKey: ObjectIdentifier(s)) != nil else { return }
         _ = s.server.close()
         // Peers report their close through the delegate; the handle goes once they have.
-        s.server.closeFuture.whenComplete { [weak self] _ in
-            guard let self, let handle = s.handle else { return }
+        // The server has closed and cut its link to `s`; `s` cuts its link to the runtime.
+        s.server.closeFuture.whenComplete { _ in
+            s.runtime = nil
+            guard let handle = s.handle else { return }
             self.lua.release(handle)
             s.handle = nil
             if !self.finished && !self.isAlive { self.finish(self.shutdownCode ?? 0) }

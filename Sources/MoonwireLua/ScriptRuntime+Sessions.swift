@@ -14,7 +14,8 @@ extension ScriptRuntime {
             // MessageSession protocol (a witness-table call the optimizer cannot inline),
             // and the message's bytes handed straight to it: a closure handed on through
             // another function was given its own reference to the session (a retain and
-            // a release per message, on Swift's slow path: the session is weakly referenced).
+            // a release per message, on Swift's slow path while the session was weakly
+            // referenced).
             try rt.withSession(
                 args,
                 connection: { c in

@@ -41,8 +41,10 @@ extension ScriptRuntime {
         timer.handle = lua.pushHandle(object: timer, class: LuaTimer.className)
         let delay = TimeAmount.nanoseconds(Int64(seconds * 1e9))
         timer.scheduler = timers
-        timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) { [weak self] in
-            self?.fire(timer, repeating: repeating)
+        // Holds the runtime until it fires for the last time or is cancelled (`finish`
+        // cancels every timer): a pending timer keeps the script alive anyway.
+        timer.id = timers.schedule(after: delay, every: repeating ? delay : nil) {
+            self.fire(timer, repeating: repeating)
         }
         return 1
     }

@@ -158,7 +158,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         if let startAt = options.startAt, !options.virtualTime {
             metrics.startRun(at: startAt)
         }
-        sendBudget.onFirstReached = { [weak self] in self?.warnSendBudgetReached() }
+        // A cycle until `retire` cuts it: nothing holds the runtime weakly, so that its
+        // reference counts stay off Swift's slow path (docs/architecture.md, "Who owns whom").
+        sendBudget.onFirstReached = { self.warnSendBudgetReached() }
         installGuard()
         installModule()
     }
@@ -231,7 +233,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         let open = Array(connections.values)
         guard !open.isEmpty else { return finish(code) }
         for c in open { c.connection.close(code: CloseCode.goingAway, reason: "going away") }
-        eventLoop.scheduleTask(in: closeGrace) { [weak self] in self?.finish(code) }
+        eventLoop.scheduleTask(in: closeGrace) { self.finish(code) }
     }
 
     /// How long an ending script waits for its connections and servers to close:
@@ -328,6 +330,8 @@ public final class ScriptRuntime: @unchecked Sendable {
         finished = true
         heldOpen = false
         timers.cancelAll()
+        // The test runner's real-time timers, when the clock is virtual (each holds the runtime).
+        if clock.isVirtual { wallTimers.cancelAll() }
         let grace = closeGrace
         for s in servers.values { closingServers.append((s, s.server.close())) }
         servers.removeAll()
@@ -358,9 +362,15 @@ public final class ScriptRuntime: @unchecked Sendable {
         retired = true
         // The loop may run another script (the next test file): its own clock, not this one.
         clock.uninstall()
-        for c in connections.values { c.connection.delegate = nil }
-        for s in closingServers { s.server.server.delegate = nil }
+        // Every link to the runtime is cut here, at the latest: connections and servers
+        // that did not close in time report to nobody, and nothing holds the runtime.
+        for c in connections.values { c.detach() }
+        for s in closingServers {
+            s.server.server.delegate = nil
+            s.server.runtime = nil
+        }
         closingServers.removeAll()
+        sendBudget.onFirstReached = nil
         connectionsGone?.succeed(())
         connectionsGone = nil
         completionPromise.succeed(code)

@@ -36,6 +36,20 @@ struct WebSocketUnitTests {
         #expect(!bytes.withUnsafeBytes { v.feed($0) })
     }
 
+    @Test("UTF-8 validator: a character that is not ASCII, or a bad byte, at every position of a word and a block")
+    func utf8EveryPosition() {
+        for at in 0..<70 {
+            var text = Array(repeating: UInt8(ascii: "a"), count: 70)
+            text.insert(contentsOf: Array("é✓".utf8), at: at)
+            var v = UTF8Validator()
+            #expect(text.withUnsafeBytes { v.feed($0) } && v.isComplete, "é✓ at \(at)")
+            var bad = Array(repeating: UInt8(ascii: "a"), count: 70)
+            bad[at] = 0xFF
+            var w = UTF8Validator()
+            #expect(!bad.withUnsafeBytes { w.feed($0) }, "0xFF at \(at)")
+        }
+    }
+
     @Test("UTF-8 validator fails fast: the bad byte is refused before the message ends")
     func utf8FailFast() {
         var v = UTF8Validator()

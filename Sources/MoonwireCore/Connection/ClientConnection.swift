@@ -59,8 +59,11 @@ public final class ClientConnection {
 
     /// The loop everything happens on.
     public let eventLoop: EventLoop
-    /// Receives the connection's events; held weakly.
-    public weak var delegate: ClientConnectionDelegate?
+    /// Receives the connection's events; held strongly, so that a message reaches it
+    /// without a weak load. Whoever sets it cuts the link once it wants no more events
+    /// (``ManagedConnection`` is set while it is alive, and cut once it has ended for
+    /// good): an open connection is kept alive by its channel, and with it its delegate.
+    public var delegate: ClientConnectionDelegate?
     /// The current state.
     public private(set) var state: State = .idle
     /// Message and byte counters since the object was created, across re-dials.
@@ -112,7 +115,8 @@ public final class ClientConnection {
     }
 
     deinit {
-        // Only a dial can be in flight here: an open connection is kept alive by its channel.
+        // Only a dial never started can be here: a dial under way is held by its timer and
+        // its channel's handlers, an open connection by its channel.
         self.channel?.close(promise: nil)
     }
 
@@ -249,8 +253,7 @@ public final class ClientConnection {
         case .tcp(_, let options):
             if endpoint.secure {
                 // The connection opens when the TLS handshake is done, not when TCP is.
-                try pipeline.addHandler(TLSHandshakeWatcher { [weak self] result in
-                    guard let self else { return }
+                try pipeline.addHandler(TLSHandshakeWatcher { result in
                     switch result {
                     case .success:
                         if let framed = self.framedDuringDial {
@@ -276,8 +279,7 @@ public final class ClientConnection {
         let upgrader = WebSocketClientUpgrader(
             protocols: options.protocols,
             deflateOffer: options.compress ? options.deflate : nil,
-            onUpgrade: { [weak self] context, response, negotiation in
-                guard let self else { throw UsageError.connectionReleased }
+            onUpgrade: { context, response, negotiation in
                 try self.upgraded(context: context, response: response, negotiation: negotiation, options: options, generation: generation)
             }
         )
@@ -287,8 +289,7 @@ public final class ClientConnection {
             withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
         )
         try pipeline.addHandler(
-            WebSocketHandshakeHandler(request: Self.requestHead(url: url, options: options)) { [weak self] error in
-                guard let self else { return }
+            WebSocketHandshakeHandler(request: Self.requestHead(url: url, options: options)) { error in
                 self.dialFailed(generation, self.classify(error))
             }
         )

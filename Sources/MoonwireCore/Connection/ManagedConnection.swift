@@ -110,7 +110,10 @@ public final class ManagedConnection {
     public typealias Stats = SessionStats
 
     public let eventLoop: EventLoop
-    public weak var delegate: ManagedConnectionDelegate?
+    /// Receives the connection's events; held strongly, so that a message reaches it without
+    /// a weak load. Whoever sets it cuts the link once it wants no more events (the Lua
+    /// runtime does when the connection has ended for good, and when the script ends).
+    public var delegate: ManagedConnectionDelegate?
     /// Writes every event to a recording (`--record`, docs/recording.md) when set.
     public var recorder: ConnectionRecorder?
     /// Where the connection's events (debug), messages (trace) and reconnect attempts
@@ -133,8 +136,9 @@ public final class ManagedConnection {
     /// The last failure, named by the reconnect log line.
     private var lastError: String?
     public let queueLimit: Int
-    /// The client connection that dials and carries the messages: the transport.
-    private let transport: ClientConnection
+    /// The client connection that dials and carries the messages: the transport (not
+    /// private: the tests look at its lifetime).
+    let transport: ClientConnection
     private var lifecycle: ConnectionLifecycle
     /// The send budget, the heartbeat and `auto_reply`: what a server's peer has too.
     private let core: SessionCore
@@ -155,6 +159,8 @@ public final class ManagedConnection {
     private var nextURL: TransportURL?
     /// ``Configuration/messageFraming``, and the stream it cuts since the last open.
     private let messageFraming: TCPFraming?
+    /// `messageFraming != nil`.
+    private let reframes: Bool
     private var reframer: MessageReader?
     /// What ``reframer`` may hold without a complete message (`max_message`).
     private let maxMessage: Int
@@ -164,6 +170,7 @@ public final class ManagedConnection {
         urlText = url.description
         manualReady = configuration.manualReady
         messageFraming = configuration.messageFraming
+        reframes = configuration.messageFraming != nil
         maxMessage = configuration.socket.maxMessage
         queueLimit = configuration.queueLimit
         transport = ClientConnection(url: url, webSocket: configuration.socket, tcp: configuration.tcp, eventLoop: eventLoop)
@@ -174,8 +181,9 @@ public final class ManagedConnection {
         )
         heartbeat = core.heartbeat
         outbound = core.outbound
-        transport.delegate = self
-        core.own(self)
+        // Alive from here until closed for good (see drive(_:)): `close()` ends a connection
+        // never started.
+        link()
     }
 
     /// "connecting" | "open" | "closing" | "closed" | "reconnecting"
@@ -339,12 +347,37 @@ public final class ManagedConnection {
     // MARK: Performing the lifecycle's actions
 
     /// Performs a list, then whatever had to wait until the script's handlers ran.
+    ///
+    /// While the connection is alive its parts hold it strongly (the client connection as
+    /// its delegate, the budget as its writer, the heartbeat as its owner): no weak load on
+    /// the message path. Once it has ended for good the links are cut, so nothing calls
+    /// back into it and nothing keeps it alive but its user; `start()` or a reconnect makes
+    /// them again.
     private func drive(_ actions: [ConnectionLifecycle.Action]) {
+        link()
         var list = actions
         while !list.isEmpty {
             for action in list { perform(action) }
             list = lifecycle.afterHandlers()
         }
+        if !lifecycle.isAlive { unlink() }
+    }
+
+    /// Whether the parts hold the connection (see ``drive(_:)``).
+    private var linked = false
+
+    private func link() {
+        guard !linked else { return }
+        linked = true
+        transport.delegate = self
+        core.own(self)
+    }
+
+    private func unlink() {
+        guard linked else { return }
+        linked = false
+        transport.delegate = nil
+        core.disown()
     }
 
     private func perform(_ action: ConnectionLifecycle.Action) {
@@ -418,8 +451,8 @@ public final class ManagedConnection {
             drive(lifecycle.reconnectHookAnswered(decision.answer))
         case .startRetryTimer(let delay):
             retryTimer?.cancel()
-            retryTimer = RuntimeClock.of(eventLoop).scheduleTask(on: eventLoop, in: delay) { [weak self] in
-                guard let self else { return }
+            // Holds the connection until it fires or is cancelled (every close cancels it).
+            retryTimer = RuntimeClock.of(eventLoop).scheduleTask(on: eventLoop, in: delay) {
                 self.retryTimer = nil
                 self.drive(self.lifecycle.retryTimerFired())
             }
@@ -475,7 +508,9 @@ extension ManagedConnection: ClientConnectionDelegate {
 
     public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
-        guard reframer != nil else { return received(message, kind: kind) }
+        // A constant Bool first: asking the optional copied (and destroyed) the reader, or
+        // the framing, per message.
+        guard reframes, reframer != nil else { return received(message, kind: kind) }
         reframer!.append(message)
         do throws(TCPFramingError) {
             while let framed = try reframer?.next() {

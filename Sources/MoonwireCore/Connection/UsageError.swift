@@ -25,8 +25,6 @@ public enum UsageError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A dial's step came after a newer dial began: it stops the old dial's bootstrap and
     /// never reaches a caller.
     case dialSuperseded
-    /// The connection was released while its WebSocket upgrade was under way.
-    case connectionReleased
 
     // MARK: What the transport has
 
@@ -79,7 +77,6 @@ public enum UsageError: Error, Sendable, Hashable, CustomStringConvertible {
         case .otherTransport(.tcp(let url)): return "a WebSocket connection cannot dial \(url)"
         case .otherTransport(.webSocket(let url)): return "a TCP connection cannot dial \(url)"
         case .dialSuperseded: return "dial superseded"
-        case .connectionReleased: return "connection released"
         case .noPing: return "TCP has no ping; use a heartbeat message"
         case .noFragments: return "TCP has no fragmented messages"
         case .control(let error): return error.description

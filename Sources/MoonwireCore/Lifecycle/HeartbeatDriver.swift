@@ -36,8 +36,9 @@ final class HeartbeatDriver {
     private let eventLoop: EventLoop
     /// The runtime's clock (virtual under `--virtual-time`), read for every deadline.
     private let clock: RuntimeClock
-    /// Performs what is due; held weakly (it owns the driver).
-    weak var owner: HeartbeatOwner?
+    /// Performs what is due; held strongly until the owner, which owns the driver, cuts the
+    /// link (``SessionCore/disown()``).
+    var owner: HeartbeatOwner?
 
     /// A driver for a connection not yet open; `configuration` nil for no heartbeat.
     init(_ configuration: HeartbeatMonitor.Configuration?, eventLoop: EventLoop) {

@@ -178,8 +178,9 @@ public final class OutboundBuffer {
 
     /// The messages waiting.
     public private(set) var queue: SendQueue<OutboundMessage>
-    /// Receives the budget's events; held weakly.
-    weak var writer: OutboundWriter?
+    /// Receives the budget's events; held strongly until the writer, which owns the buffer,
+    /// cuts the link (``SessionCore/disown()``).
+    var writer: OutboundWriter?
     /// Why the open transport refused the last message it could not carry (a TCP
     /// framing's limits), or nil.
     public private(set) var lastRefusal: String?

@@ -35,11 +35,19 @@ final class SessionCore {
         self.autoReply = autoReply
     }
 
-    /// `role` counts what the budget writes and performs the heartbeat's probes; both hold
-    /// it weakly (it owns them).
+    /// `role` counts what the budget writes and performs the heartbeat's probes. Both hold
+    /// it strongly (no weak load, no side table on the role), so the role, which owns them,
+    /// cuts the links with ``disown()`` once it has ended: a heartbeat's timer or the budget
+    /// that calls back after that finds nobody to call.
     func own(_ role: OutboundWriter & HeartbeatOwner) {
         self.outbound.writer = role
         self.heartbeat.owner = role
+    }
+
+    /// Cuts the links ``own(_:)`` made.
+    func disown() {
+        self.outbound.writer = nil
+        self.heartbeat.owner = nil
     }
 
     /// Answers the peer's probe: counted, then written as ``writeAhead(_:kind:)``. The

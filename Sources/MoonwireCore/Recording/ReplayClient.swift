@@ -125,6 +125,8 @@ public final class ReplayClient: ManagedConnectionDelegate {
     private func resolve() {
         guard !resolved else { return }
         resolved = true
+        // The connection holds its delegate strongly: nothing more is wanted from it.
+        connection.delegate = nil
         done.succeed(outcome)
     }
 }

@@ -28,8 +28,10 @@ public final class MessageServer {
     public let options: MessageServerOptions
     /// The URL the server listens on, with the bound port.
     public private(set) var url: ServerURL
-    /// Receives the events; held weakly.
-    public weak var delegate: MessageServerDelegate?
+    /// Receives the events; held strongly (a message reaches it without a weak load) until
+    /// the server has closed and every peer's close was reported (``closeFuture``): then
+    /// the link is cut, as nothing more is reported.
+    public var delegate: MessageServerDelegate?
     /// True until ``close()``.
     public private(set) var isListening = true
     /// The process-wide budget (of this loop) every peer's budget charges, if any: set it
@@ -190,6 +192,7 @@ public final class MessageServer {
     private func finishIfClosed() {
         if !self.isListening && self.peersByID.isEmpty {
             self.closed.succeed(())
+            self.delegate = nil
         }
     }
 
@@ -214,8 +217,8 @@ public final class MessageServer {
             let peer = self.makePeer(channel, path: "")
             try pipeline.addHandler(peer.makeTCPLink(framing: self.options.framing, closeTimeout: self.options.closeTimeout))
             if self.sslContext != nil {
-                try pipeline.addHandler(TLSHandshakeWatcher { [weak self, weak peer] result in
-                    guard let self, let peer else { return }
+                // In the peer's pipeline: gone with its channel.
+                try pipeline.addHandler(TLSHandshakeWatcher { result in
                     switch result {
                     case .success: peer.connected()
                     case .failure(let error): self.incomingFailed(error)

@@ -43,7 +43,10 @@ public final class ServerPeer {
     typealias Link = ChannelLink<ServerPeer>
 
     private(set) var link: Link?
-    private weak var server: MessageServer?
+    /// Held strongly (a message reaches the server without a weak load) until the close is
+    /// reported: the server holds its peers until then, and a closed peer that a script
+    /// still holds keeps nothing of its server.
+    private var server: MessageServer?
     /// Announced to the delegate (TCP up, TLS and the WebSocket handshake done).
     private(set) var isConnected = false
     private(set) var isClosed = false
@@ -201,8 +204,9 @@ public final class ServerPeer {
         self.setAutoRead(false)
         self.heartbeat.stop()
         self.resumeTimer?.cancel()
-        self.resumeTimer = RuntimeClock.of(self.channel.eventLoop).scheduleTask(on: self.channel.eventLoop, in: duration) { [weak self] in
-            self?.resume()
+        // Holds the peer until it fires or is cancelled (at the latest by the close).
+        self.resumeTimer = RuntimeClock.of(self.channel.eventLoop).scheduleTask(on: self.channel.eventLoop, in: duration) {
+            self.resume()
         }
     }
 
@@ -289,7 +293,12 @@ public final class ServerPeer {
         self.outbound.detach()
         self.heartbeat.stop()
         self.resumeTimer?.cancel()
+        self.resumeTimer = nil
         self.server?.peer(self, didClose: info, wasConnected: self.isConnected)
+        // Nothing is reported after the close: the links to the server and from the budget
+        // and the heartbeat go, and with them every cycle through the peer.
+        self.server = nil
+        self.core.disown()
     }
 }
 

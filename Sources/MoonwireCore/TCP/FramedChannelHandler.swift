@@ -28,7 +28,10 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var reader: MessageReader
     let encoder: MessageEncoder
     private let closeTimeout: TimeAmount
-    private weak var owner: (any ChannelOwner)?
+    /// Held until the close is reported, ``detach()`` or the handler leaves the pipeline,
+    /// as ``WebSocketHandler`` holds its owner: an open connection is kept alive by its
+    /// channel, and a received message reaches its owner without a weak load.
+    private var owner: (any ChannelOwner)?
     private var context: ChannelHandlerContext?
     private var ending: Ending?
     private var reported = false
@@ -61,6 +64,7 @@ final class FramedChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         self.closeTimer?.cancel()
+        self.owner = nil
     }
 
     func channelActive(context: ChannelHandlerContext) {
