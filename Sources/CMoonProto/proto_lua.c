@@ -25,15 +25,14 @@
 #define UV_SIDE 1   /* message table -> its unknown fields' bytes (weak keys) */
 #define UV_ARRAY 2  /* metatable of decoded repeated fields (mw.json.array's) */
 #define UV_OBJECT 3 /* metatable of decoded maps (mw.json.object's) */
-#define UV_MARK 4   /* metatable of a decoded message table no key was added to since */
-#define UV_MARKU 5  /* the same, for one whose unknown fields are in the side table */
-#define UV_SHARED 5 /* (the upvalues above: both halves have them all) */
-#define UV_INNER 6  /* the protected half */
+#define UV_INNER 4  /* the protected half */
 
 static const char *const SCHEMA = "moonwire.protobuf.schema";
 
 /* The schema userdata: the C schema and, as user values, the names table
- * (name id -> Lua string) and the enums table (enum index + 1 -> { name -> number }). */
+ * (name id -> Lua string), the enums table (enum index + 1 -> { name -> number }) and
+ * the marks (see mark_newindex): message index i has 2i + 1 (a decoded table of that
+ * type) and 2i + 2 (the same, with unknown fields in the side table). */
 typedef struct schema_box {
     mwp_schema *s;
 } schema_box;
@@ -170,7 +169,7 @@ static size_t utf8_invalid_at(const unsigned char *s, size_t n) {
 typedef struct decoder {
     const mwp_schema *s;
     const uint8_t *begin;
-    int names, enums, side, array_mt, object_mt, mark, marku; /* stack slots */
+    int names, enums, side, array_mt, object_mt, marks; /* stack slots */
     const mwp_message *root;
     const mwp_field *path[MAX_DEPTH + 4];
 } decoder;
@@ -705,7 +704,7 @@ static void decode_message(lua_State *L, decoder *d, const mwp_message *m, const
     /* Marked as decoded: encode need not count its keys (see mark_newindex). A
      * message merged into keeps the mark its first part gave it. */
     if (pieces || !lua_getmetatable(L, t)) {
-        lua_pushvalue(L, pieces ? d->marku : d->mark);
+        lua_rawgeti(L, d->marks, 2 * (lua_Integer)(m - d->s->messages) + (pieces ? 2 : 1));
         lua_setmetatable(L, t);
     }
     lua_settop(L, t);
@@ -733,10 +732,8 @@ static int decode_run(lua_State *L) {
     d.array_mt = 5;
     lua_pushvalue(L, lua_upvalueindex(UV_OBJECT));
     d.object_mt = 6;
-    lua_pushvalue(L, lua_upvalueindex(UV_MARK));
-    d.mark = 7;
-    lua_pushvalue(L, lua_upvalueindex(UV_MARKU));
-    d.marku = 8;
+    lua_getiuservalue(L, 1, 3);
+    d.marks = 7;
     new_message_table(L, d.root);
     decode_message(L, &d, d.root, bytes, bytes + n, 0, 0, NULL);
     return 1;
@@ -806,7 +803,7 @@ typedef struct step {
 typedef struct encoder {
     const mwp_schema *s;
     buffer *b;
-    int names, enums, side, mark, marku;
+    int names, enums, side, marks;
     const mwp_message *root;
     step path[MAX_DEPTH + 4];
 } encoder;
@@ -1336,11 +1333,15 @@ static void encode_message(lua_State *L, encoder *e, const mwp_message *m, int t
         lua_settop(L, v - 1);
     }
     st->field = NULL;
-    /* 1: a decoded table no key was added to, 2: the same with unknown fields. */
+    /* 1: a table decoded as this type that no key was added to since, 2: the same
+     * with unknown fields. (Decoded as another type, its keys are checked here.) */
     int decoded = 0;
     if (lua_getmetatable(L, t)) {
-        decoded = lua_rawequal(L, -1, e->mark) ? 1 : lua_rawequal(L, -1, e->marku) ? 2 : 0;
-        lua_pop(L, 1);
+        lua_Integer mark = 2 * (lua_Integer)(m - e->s->messages);
+        lua_rawgeti(L, e->marks, mark + 1);
+        lua_rawgeti(L, e->marks, mark + 2);
+        decoded = lua_rawequal(L, -3, -2) ? 1 : lua_rawequal(L, -3, -1) ? 2 : 0;
+        lua_pop(L, 3);
     }
     /* Every key must name a field: a misspelt one is an error, not dropped. (A
      * decoded table's keys are all fields until one is added, which unmarks it.) */
@@ -1385,10 +1386,8 @@ static int encode_run(lua_State *L) {
     e.enums = 5;
     lua_pushvalue(L, lua_upvalueindex(UV_SIDE));
     e.side = 6;
-    lua_pushvalue(L, lua_upvalueindex(UV_MARK));
-    e.mark = 7;
-    lua_pushvalue(L, lua_upvalueindex(UV_MARKU));
-    e.marku = 8;
+    lua_getiuservalue(L, 1, 3);
+    e.marks = 7;
     if (lua_type(L, 3) != LUA_TTABLE) efail(L, &e, 0, 3, "expected table");
     encode_message(L, &e, e.root, 3, 0);
     return 0;
@@ -1450,13 +1449,15 @@ static const char **string_list(lua_State *L, int idx, size_t *count, const char
     return list;
 }
 
+static void push_marks(lua_State *L, uint32_t n);
+
 /* load(files, import_paths) -> schema, { full name -> message index }, { full name -> enum index } | nil, err */
 static int proto_load(lua_State *L) {
     size_t nfiles, npaths;
     const char **files = string_list(L, 1, &nfiles, "files");
     const char **paths = string_list(L, 2, &npaths, "import_paths");
     if (nfiles == 0) luaL_error(L, "no .proto file given");
-    schema_box *box = (schema_box *)lua_newuserdatauv(L, sizeof(schema_box), 2);
+    schema_box *box = (schema_box *)lua_newuserdatauv(L, sizeof(schema_box), 3);
     box->s = NULL;
     luaL_setmetatable(L, SCHEMA);
     int ud = lua_gettop(L);
@@ -1487,6 +1488,8 @@ static int proto_load(lua_State *L) {
         lua_rawseti(L, -2, (lua_Integer)e + 1);
     }
     lua_setiuservalue(L, ud, 2);
+    push_marks(L, s->nmessages);
+    lua_setiuservalue(L, ud, 3);
     lua_pushvalue(L, ud);
     lua_createtable(L, 0, (int)s->nmessages);
     for (uint32_t m = 0; m < s->nmessages; m++) {
@@ -1544,21 +1547,22 @@ static int proto_enum_values(lua_State *L) {
     return 1;
 }
 
-/* The closures share upvalues: side table, array and object metatables, the marks. */
+/* The closures share upvalues: side table, array metatable, object metatable. */
 static void push_closure(lua_State *L, int base, lua_CFunction outer, lua_CFunction inner) {
-    for (int i = 0; i < UV_SHARED; i++) lua_pushvalue(L, base + i);
+    for (int i = 0; i < 3; i++) lua_pushvalue(L, base + i);
     if (inner) {
-        for (int i = 0; i < UV_SHARED; i++) lua_pushvalue(L, base + i);
-        lua_pushcclosure(L, inner, UV_SHARED);
-        lua_pushcclosure(L, outer, UV_SHARED + 1);
+        for (int i = 0; i < 3; i++) lua_pushvalue(L, base + i);
+        lua_pushcclosure(L, inner, 3);
+        lua_pushcclosure(L, outer, 4);
     } else {
-        lua_pushcclosure(L, outer, UV_SHARED);
+        lua_pushcclosure(L, outer, 3);
     }
 }
 
-/* __newindex of the marks: a key added to a decoded table (a field it did not have,
- * or a misspelt one) takes the mark away, so that encode counts the table's keys
- * again and names a key that is no field. (rawset adds one unseen.) */
+/* __newindex of the marks (a decoded table's metatable, one per message type: its
+ * keys are all fields of that type): a key added to it (a field it did not have, or
+ * a misspelt one) takes the mark away, so that encode counts the table's keys again
+ * and names a key that is no field. (rawset adds one unseen.) */
 static int mark_newindex(lua_State *L) {
     lua_settop(L, 3);
     int t = lua_type(L, 2);
@@ -1574,10 +1578,15 @@ static int mark_newindex(lua_State *L) {
     return 0;
 }
 
-static void push_mark(lua_State *L) {
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, mark_newindex);
-    lua_setfield(L, -2, "__newindex");
+/* The marks of a schema of n message types (see schema_box). */
+static void push_marks(lua_State *L, uint32_t n) {
+    lua_createtable(L, (int)(2 * n), 0);
+    for (lua_Integer i = 1; i <= 2 * (lua_Integer)n; i++) {
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, mark_newindex);
+        lua_setfield(L, -2, "__newindex");
+        lua_rawseti(L, -2, i);
+    }
 }
 
 /* open(array_mt, object_mt) -> { load, encode, decode, unknown, fields } */
@@ -1604,8 +1613,6 @@ int mw_protobuf_open(lua_State *L) {
     lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_insert(L, 1); /* 1 side, 2 array_mt, 3 object_mt */
-    push_mark(L);     /* 4 */
-    push_mark(L);     /* 5 */
     lua_createtable(L, 0, 6);
     lua_pushcfunction(L, proto_load);
     lua_setfield(L, -2, "load");
@@ -1645,8 +1652,8 @@ static int make_halves(lua_State *L) {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &decode_key);
     lua_getupvalue(L, -1, UV_INNER);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &decode_from_key);
-    for (int i = 1; i <= UV_SHARED; i++) lua_getupvalue(L, -1 - (i - 1), i);
-    lua_pushcclosure(L, encode_run, UV_SHARED);
+    lua_getupvalue(L, -1, UV_SIDE);
+    lua_pushcclosure(L, encode_run, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &encode_into_key);
     return 0;
 }

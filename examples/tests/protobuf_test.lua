@@ -206,6 +206,10 @@ describe("mw.protobuf values", function()
     ok, err = pcall(pb.encode, "chat.Envelope", env)
     assert.is_false(ok)
     assert.matches('chat.Envelope.login: no field named "tokn" in chat.Login$', err)
+    -- decoded as one type, encoded as another: its keys are checked against that one
+    ok, err = pcall(pb.encode, "chat.Say", assert(pb.decode("chat.Login", field(1, 2, "ann"))))
+    assert.is_false(ok)
+    assert.matches('chat.Say: no field named "%a+" in chat.Say$', err)
     -- a nil key is Lua's own error, at this line
     ok, err = pcall(function() env[nil] = 1 end)
     assert.is_false(ok)
