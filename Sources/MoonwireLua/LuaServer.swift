@@ -27,6 +27,13 @@ final class LuaServer: MessageServerDelegate {
         self.server = server
     }
 
+    /// Cuts the links between the runtime, this object and its server (as
+    /// ``LuaConnection/detach()`` does for a connection).
+    func detach() {
+        server.delegate = nil
+        runtime = nil
+    }
+
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {
         observer?.server(server, didConnect: peer, request: request)
         guard let runtime else { return }

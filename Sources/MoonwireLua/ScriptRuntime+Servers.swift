@@ -166,7 +166,7 @@ extension ScriptRuntime {
         // Peers report their close through the delegate; the handle goes once they have.
         // The server has closed and cut its link to `s`; `s` cuts its link to the runtime.
         s.server.closeFuture.whenComplete { _ in
-            s.runtime = nil
+            s.detach()
             guard let handle = s.handle else { return }
             self.lua.release(handle)
             s.handle = nil

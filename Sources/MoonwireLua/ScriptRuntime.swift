@@ -365,10 +365,7 @@ public final class ScriptRuntime: @unchecked Sendable {
         // Every link to the runtime is cut here, at the latest: connections and servers
         // that did not close in time report to nobody, and nothing holds the runtime.
         for c in connections.values { c.detach() }
-        for s in closingServers {
-            s.server.server.delegate = nil
-            s.server.runtime = nil
-        }
+        for s in closingServers { s.server.detach() }
         closingServers.removeAll()
         sendBudget.onFirstReached = nil
         connectionsGone?.succeed(())
