@@ -52,6 +52,9 @@ public final class ScriptRuntime: @unchecked Sendable {
         /// `run --start-at`: when `mw.rate` and `mw.vus` begin, wall clock (seconds since
         /// 1970); the run's duration counts from there. Real clock only.
         public var startAt: Double?
+        /// `run --busy-poll`: how long the loop polls for an answer after a flush before
+        /// it sleeps (``BusyPoll``); zero: never.
+        public var busyPoll = TimeAmount.zero
 
         public init(
             keepGoing: Bool = false, logger: Logger, reportError: @escaping (String) -> Void = ScriptRuntime.writeToStderr,
@@ -172,11 +175,18 @@ public final class ScriptRuntime: @unchecked Sendable {
         connectionsGone?.fail(ChannelError.alreadyClosed)
     }
 
+    /// What the runtime puts on its loop's thread before the script starts: its clock and
+    /// the loop's busy polling.
+    private func installOnLoop() {
+        clock.install()
+        BusyPoll.install(on: eventLoop, window: options.busyPoll)
+    }
+
     /// Compiles and starts a script; the future is the exit code, or fails with
     /// `StartError.compile` before anything ran.
     public func run(script path: String, arguments: [String]) -> EventLoopFuture<Int32> {
         eventLoop.flatSubmit { [self] in
-            clock.install()
+            installOnLoop()
             do throws(LuaError) {
                 try lua.load(file: path)
             } catch {
@@ -195,7 +205,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// `name` is Lua's chunk name: "@file" or "=label".
     func run(chunk: [UInt8], name: String, scriptName: String, arguments: [String]) -> EventLoopFuture<Int32> {
         eventLoop.flatSubmit { [self] in
-            clock.install()
+            installOnLoop()
             do throws(LuaError) {
                 try lua.load(source: chunk, chunkName: name)
             } catch {

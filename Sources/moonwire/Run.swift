@@ -40,6 +40,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Log an uncaught error in a callback and go on, instead of exiting with 1.")
     var keepGoing = false
 
+    @Option(name: .customLong("busy-poll"), help: ArgumentHelp("After sending, poll for the answer this many microseconds before sleeping (0: never), yielding the CPU between polls, as Linux's net.core.busy_poll does: a reply from another CPU is then read without waking the thread. Default: 50 when the process may run on more than one CPU, else 0; never with --virtual-time.", valueName: "microseconds"))
+    var busyPoll: Int?
+
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")
     var workers = 1
 
@@ -63,6 +66,12 @@ struct Run: ParsableCommand {
         guard (1...Self.maxWorkers).contains(workers) else {
             throw ValidationError("--workers must be 1 to \(Self.maxWorkers); give the number of copies to run, such as the number of cores")
         }
+        if let busyPoll, !(0...1_000_000).contains(busyPoll) {
+            throw ValidationError("--busy-poll must be 0 to 1000000 microseconds (0 turns polling off)")
+        }
+        if let busyPoll, busyPoll > 0, virtualTime {
+            throw ValidationError("--busy-poll waits on the real clock: it cannot go with --virtual-time")
+        }
         // The shard and the start, from the options or the engine's variables (not in
         // MetricsOptions.validate: `metrics merge` parses those options too, wherever it runs).
         _ = try measured.resolvedShard()
@@ -81,6 +90,7 @@ struct Run: ParsableCommand {
             ? MultiThreadedEventLoopGroup(numberOfThreads: workers, metricsDelegate: LoopTicks())
             : MultiThreadedEventLoopGroup(numberOfThreads: workers)
         let searchPath = ModuleSearchPath(script: script, luaPath: luaPath, luaCPath: luaCPath)
+        let busyPollWindow = virtualTime ? .zero : busyPoll.map { TimeAmount.microseconds(Int64($0)) } ?? BusyPoll.defaultWindow
         let runtimes = group.makeIterator().enumerated().map { offset, loop in
             let worker = offset + 1
             // One worker is the plain case: its lines look as they always did.
@@ -92,6 +102,7 @@ struct Run: ParsableCommand {
                 searchPath: searchPath
             )
             options.startAt = startAt
+            options.busyPoll = busyPollWindow
             let runtime = ScriptRuntime(eventLoop: loop, options: options.sliced(shard: shard, worker: worker, workers: workers))
             runtime.metrics.shard = shard
             return runtime

@@ -11,6 +11,30 @@ import Testing
         #expect(try CommandRunner.run("run", path).stdout == "1\t1\n")
     }
 
+    /// examples/ping_pong.lua: worker 1 echoes, worker 2 times COUNT round trips, with
+    /// busy polling (the default here: the suite may use both CPUs) and without; the
+    /// times are not judged, only that every echo came back and the report was printed.
+    @Test(arguments: [[], ["--busy-poll", "0"], ["--busy-poll", "200"]])
+    func pingPongExample(polling: [String]) throws {
+        let port = try MosquittoPeer.freePort()
+        let r = try CommandRunner.run(["run", "--workers", "2"] + polling + ["examples/ping_pong.lua", "300", "\(port)"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "300 round trips")
+        #expect(lines.count == 2 && lines[1].hasPrefix("p50 ") && lines[1].contains(" us, p99 "))
+    }
+
+    @Test func busyPollOutOfRangeOrWithVirtualTimeIsAUsageError() throws {
+        let path = try CommandRunner.script("nothing.lua", "\n")
+        let negative = try CommandRunner.run("run", "--busy-poll=-1", path)
+        #expect(negative.status == 2)
+        #expect(negative.stderr.contains("--busy-poll must be 0 to 1000000 microseconds"))
+        let virtual = try CommandRunner.run("run", "--busy-poll", "50", "--virtual-time", path)
+        #expect(virtual.status == 2)
+        #expect(virtual.stderr.contains("cannot go with --virtual-time"))
+        #expect(try CommandRunner.run("run", "--busy-poll", "0", "--virtual-time", path).status == 0)
+    }
+
     /// Each worker marks a file, then holds its thread without yielding until every
     /// worker's mark is there: workers sharing a thread, or running one after
     /// another, would wait for ever. Each then names the thread it ran on.

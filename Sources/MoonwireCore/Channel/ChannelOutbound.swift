@@ -32,9 +32,13 @@ final class ChannelOutbound {
     /// costs a witness call and a retain and release of the channel, on every message.
     private(set) var allocator = ByteBufferAllocator()
 
+    /// The loop's busy poller, when polling is on.
+    private var poll: BusyPoll?
+
     /// At handlerAdded.
     func added(_ context: ChannelHandlerContext) {
         self.allocator = context.channel.allocator
+        self.poll = BusyPoll.shared(on: context.eventLoop)
     }
 
     /// Bytes of the small frames not handed to the channel yet (not in its buffered bytes).
@@ -42,6 +46,7 @@ final class ChannelOutbound {
 
     func readStarted() {
         self.flushes.readStarted()
+        self.poll?.received()
     }
 
     /// At channelReadComplete: flushes what was written during the read.
@@ -49,6 +54,7 @@ final class ChannelOutbound {
         if self.flushes.readEnded() {
             self.writeGathered(context)
             context.flush()
+            self.poll?.flushed()
         }
     }
 
@@ -90,6 +96,7 @@ final class ChannelOutbound {
         guard let context else { return }
         self.writeGathered(context)
         context.flush()
+        self.poll?.flushed()
     }
 
     /// The handler left the pipeline: what was gathered is not written.
