@@ -40,7 +40,7 @@ struct Run: ParsableCommand {
     @Flag(help: "Log an uncaught error in a callback and go on, instead of exiting with 1.")
     var keepGoing = false
 
-    @Option(name: .customLong("busy-poll"), help: ArgumentHelp("After sending, poll for the answer this many microseconds before sleeping (0: never), yielding the CPU between polls, as Linux's net.core.busy_poll does: a reply from another CPU is then read without waking the thread. Default: 50 when the process may run on more than one CPU, else 0; never with --virtual-time.", valueName: "microseconds"))
+    @Option(name: .customLong("busy-poll"), help: ArgumentHelp("After sending, poll for the answer this many microseconds before sleeping (0: never), yielding the CPU between polls, as Linux's net.core.busy_poll does: a reply from another CPU is then read without waking the thread. Default: 50; polling that does not pay (the answer comes from the same CPU, or later than that) backs off by itself. Never with --virtual-time.", valueName: "microseconds"))
     var busyPoll: Int?
 
     @Option(help: "How many copies of the script to run at once, each in its own Lua state and thread (1 to \(Run.maxWorkers)).")

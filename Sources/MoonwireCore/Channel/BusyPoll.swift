@@ -17,8 +17,8 @@ import Darwin
 /// next wait for events return at once, with whatever else is ready; reading the byte
 /// asks again while the window lasts. Polling stops at the first read from any channel
 /// or when the window is over; the next flush starts it again. Each pass costs the loop
-/// about a microsecond of its own CPU time, which only pays when the peer runs on
-/// another CPU (``defaultWindow``).
+/// about a microsecond of its own CPU time, which pays only when the answer comes from
+/// another CPU a little later; ``PollPolicy`` backs off when it does not.
 ///
 /// One per loop thread, used on its loop only; ``install(on:window:)`` makes it (on the
 /// loop), the message handlers find it when added, and closing the loop closes its pipe.
@@ -30,34 +30,28 @@ public final class BusyPoll {
     private static let perThread = ThreadSpecificVariable<BusyPoll>()
 
     private let loop: EventLoop
-    private var window: TimeAmount
     /// The pipe's write end, while the loop reads the other end.
     private var wakeFD: CInt = -1
-    private var flushedAt = NIODeadline.uptimeNanoseconds(0)
-    private var awaiting = false
-    private var polling = false
-    /// Something was read since the last ask: the loop had work, so the next ask need
-    /// not yield.
-    private var readSinceAsk = false
+    private var policy: PollPolicy
     /// Passes of the loop spent polling, since the start (tests, profiles).
     private(set) var passes = 0
 
     /// Whether the loop is polling now.
-    var isPolling: Bool { self.polling }
+    var isPolling: Bool { self.policy.polling }
     /// Whether the pipe is open: from shortly after ``install(on:window:)`` until the loop
     /// closes it.
     var isOpen: Bool { self.wakeFD >= 0 }
 
     private init(loop: EventLoop, window: TimeAmount) {
         self.loop = loop
-        self.window = window
+        self.policy = PollPolicy(window: window)
     }
 
     /// Polls `loop` for `window` after each flush of its message handlers added from now
     /// on; `.zero` stops polling. Call on `loop`, an event-loop group's thread.
     public static func install(on loop: EventLoop, window: TimeAmount) {
         if let poll = perThread.currentValue, poll.loop === loop {
-            poll.window = max(window, .zero)
+            poll.policy.window = max(window, .zero)
             return
         }
         guard window > .zero else { return }
@@ -66,28 +60,13 @@ public final class BusyPoll {
         poll.openPipe()
     }
 
-    /// The window the command line uses unless told: 50 µs (the value Linux's
-    /// documentation suggests for `net.core.busy_poll`) when the process may run on more
-    /// than one CPU, else none: a peer on the same CPU runs only when this one yields, and
-    /// each pass of polling then costs it CPU time it would have had.
-    public static var defaultWindow: TimeAmount {
-        allowedCPUs(status: try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) > 1 ? .microseconds(50) : .zero
-    }
-
-    /// How many CPUs the process may run on (`taskset`, cpusets): the mask of
-    /// `Cpus_allowed` in the text of /proc/self/status; without it, the machine's count.
-    static func allowedCPUs(status: String?) -> Int {
-        guard let line = status?.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed:") }) else {
-            return System.coreCount
-        }
-        return line.dropFirst("Cpus_allowed:".count).reduce(0) { count, digit in
-            count + (digit.hexDigitValue ?? 0).nonzeroBitCount
-        }
-    }
+    /// The window the command line uses unless told: 50 µs, the value Linux's
+    /// documentation suggests for `net.core.busy_poll`.
+    public static let defaultWindow = TimeAmount.microseconds(50)
 
     /// The poller of `loop` while it polls; call on `loop`.
     static func shared(on loop: EventLoop) -> BusyPoll? {
-        guard let poll = perThread.currentValue, poll.loop === loop, poll.window > .zero else { return nil }
+        guard let poll = perThread.currentValue, poll.loop === loop, poll.policy.window > .zero else { return nil }
         return poll
     }
 
@@ -123,43 +102,138 @@ public final class BusyPoll {
     fileprivate func pipeClosed() {
         if self.wakeFD >= 0 { close(self.wakeFD) }
         self.wakeFD = -1
-        self.polling = false
+        self.policy.closed()
     }
 
-    /// Bytes were flushed to a peer: poll for its answer.
+    /// Bytes were flushed to a peer: poll for its answer (``PollPolicy``).
     func flushed() {
-        guard self.wakeFD >= 0 else { return }
-        self.flushedAt = .now()
-        self.awaiting = true
-        guard !self.polling else { return }
-        self.polling = true
+        guard self.wakeFD >= 0, self.policy.flushed(at: .now()) else { return }
         self.ask()
     }
 
-    /// Something was read: polling stops.
+    /// Something was read.
     func received() {
-        self.awaiting = false
-        self.readSinceAsk = true
+        self.policy.received()
     }
 
     /// The loop read the pipe: one pass went by.
     fileprivate func passed() {
-        guard self.polling else { return }
+        guard self.policy.polling else { return }
         self.passes &+= 1
-        guard self.awaiting, NIODeadline.now() - self.flushedAt < self.window else {
-            self.polling = false
+        switch self.policy.passed(at: .now()) {
+        case .stop:
             return
+        case .ask:
+            self.ask()
+        case .yieldThenAsk:
+            let before = NIODeadline.now()
+            sched_yield()
+            self.policy.yielded(for: .now() - before)
+            self.ask()
         }
-        if !self.readSinceAsk { sched_yield() }
-        self.ask()
     }
 
     private func ask() {
-        self.readSinceAsk = false
+        self.policy.asked()
         var byte: UInt8 = 1
         if write(self.wakeFD, &byte, 1) < 0, errno != EAGAIN {
-            self.polling = false
+            self.policy.closed()
         }
+    }
+}
+
+/// When ``BusyPoll`` asks: after a flush, for up to `window`, until something is read,
+/// and only while polling pays. It pays when the loop would have slept for what it
+/// read (a pass found nothing first) and no other thread wanted this CPU meanwhile (no
+/// yield took long). When it does not pay (the answer was there at the first look: it
+/// came from this loop, or from a peer that ran on this CPU as soon as the send woke
+/// it; another thread ran while the loop yielded; no answer came within the window)
+/// the next 1, 3, 7 ... 255 flushes in a row that do not pay either are let go by
+/// without polling, so such a loop polls for about one flush in 256.
+struct PollPolicy {
+    var window: TimeAmount
+    /// A `sched_yield` that takes longer than this ran another thread.
+    static let yieldedAway = TimeAmount.microseconds(5)
+
+    private(set) var polling = false
+    /// Flushes still to let go by without polling.
+    private(set) var skip = 0
+    private var backoff = 0
+    /// A flush since the last read.
+    private var awaiting = false
+    private var flushedAt = NIODeadline.uptimeNanoseconds(0)
+    private var readSinceAsk = false
+    /// Passes since the last read that found nothing to read.
+    private var idlePasses = 0
+    /// A yield since the last read ran another thread on this CPU.
+    private var gaveCPUAway = false
+
+    init(window: TimeAmount) {
+        self.window = window
+    }
+
+    enum Step: Equatable {
+        case stop, ask, yieldThenAsk
+    }
+
+    /// Bytes were flushed: true when the loop is to ask now (polling starts).
+    mutating func flushed(at now: NIODeadline) -> Bool {
+        self.flushedAt = now
+        self.awaiting = true
+        if self.polling { return false }
+        if self.skip > 0 {
+            self.skip -= 1
+            return false
+        }
+        self.polling = true
+        self.idlePasses = 0
+        self.gaveCPUAway = false
+        return true
+    }
+
+    mutating func received() {
+        self.awaiting = false
+        self.readSinceAsk = true
+    }
+
+    /// A pass of the loop went by (call while polling): what to do next.
+    mutating func passed(at now: NIODeadline) -> Step {
+        if self.readSinceAsk {
+            let paid = self.idlePasses > 0 && !self.gaveCPUAway
+            self.idlePasses = 0
+            self.gaveCPUAway = false
+            guard paid else { return self.stop() }
+            self.backoff = 0
+        } else {
+            self.idlePasses += 1
+        }
+        guard self.awaiting else {
+            self.polling = false
+            return .stop
+        }
+        guard now - self.flushedAt < self.window else { return self.stop() }
+        // A loop that just read had work: it need not give the CPU away.
+        return self.readSinceAsk ? .ask : .yieldThenAsk
+    }
+
+    mutating func yielded(for duration: TimeAmount) {
+        if duration > Self.yieldedAway { self.gaveCPUAway = true }
+    }
+
+    mutating func asked() {
+        self.readSinceAsk = false
+    }
+
+    /// The loop can no longer ask.
+    mutating func closed() {
+        self.polling = false
+    }
+
+    private mutating func stop() -> Step {
+        self.polling = false
+        self.backoff = min(self.backoff * 2 + 1, 255)
+        self.skip = self.backoff
+        return .stop
     }
 }
 
