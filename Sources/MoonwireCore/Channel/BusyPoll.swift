@@ -176,15 +176,19 @@ struct PollPolicy {
         case stop, ask, yieldThenAsk
     }
 
-    /// Bytes were flushed: true when the loop is to ask now (polling starts).
-    mutating func flushed(at now: NIODeadline) -> Bool {
-        self.flushedAt = now
+    /// Bytes were flushed: true when the loop is to ask now (polling starts). The clock
+    /// is read only when the flush is polled for, not for one let go by.
+    mutating func flushed(at now: @autoclosure () -> NIODeadline) -> Bool {
         self.awaiting = true
-        if self.polling { return false }
-        if self.skip > 0 {
-            self.skip -= 1
+        if self.polling {
+            self.flushedAt = now()
             return false
         }
+        if self.skip > 0 || self.window <= .zero {
+            self.skip = max(self.skip - 1, 0)
+            return false
+        }
+        self.flushedAt = now()
         self.polling = true
         self.idlePasses = 0
         self.gaveCPUAway = false
