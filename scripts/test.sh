@@ -44,35 +44,42 @@ grep -q '^got "echo: hi" tagged greeting$' <<<"$out" || { echo "$out" >&2; exit 
 echo "== mw.protobuf against Python's protobuf (scripts/protobuf_diff.sh)" >&2
 scripts/protobuf_diff.sh "$bin"
 
+# The Swift Testing suites, run from their binary as `swift test` would run it, under a
+# watchdog: a test that hangs is named and the run fails, instead of CI timing out
+# (scripts/watchdog.sh). Its output reaches the log line by line as each test ends.
 echo "== swift test" >&2
-swift test --skip-build
+events="$(mktemp)"
+NO_COLOR=1 WATCHDOG_EVENTS="$events" scripts/watchdog.sh 900 \
+    "$(swift build --show-bin-path)/moonwirePackageTests.xctest" --testing-library swift-testing \
+    --event-stream-output-path "$events" --event-stream-version 0
+rm -f "$events"
 
 # The protocol modules against their real servers (scripts/protocols/*.sh).
 echo "== protocol modules against real servers" >&2
-MOONWIRE_BIN="$bin" scripts/protocol_tests.sh
+MOONWIRE_BIN="$bin" scripts/watchdog.sh 900 scripts/protocol_tests.sh
 
 # A run spread over real engines: a one-node Slurm cluster, podman containers from the
 # project's image, `podman kube play` of the Kubernetes pod (scripts/cluster_tests.sh,
 # ~2 min; a part the machine refuses is skipped with the reason).
 if [ "${MOONWIRE_SKIP_CLUSTER:-}" != "1" ]; then
     echo "== cluster engines (Slurm, podman, kube play)" >&2
-    MOONWIRE_BIN="$bin" scripts/cluster_tests.sh
+    MOONWIRE_BIN="$bin" scripts/watchdog.sh 900 scripts/cluster_tests.sh
 fi
 
 if [ "${MOONWIRE_SKIP_AUTOBAHN:-}" != "1" ]; then
     # Autobahn|Testsuite, CI set (groups 1-7 and 10, ~10 s once the suite is
     # installed): fails on any FAILED case. The full run: scripts/autobahn.sh --all.
     echo "== autobahn (groups 1-7, 10)" >&2
-    MOONWIRE_BIN="$bin" scripts/autobahn.sh
+    MOONWIRE_BIN="$bin" scripts/watchdog.sh 900 scripts/autobahn.sh
     # Server side, the suite as the client (1-7, 9.1, 12.1 with permessage-deflate,
     # ~1 min): fails on any case not OK or INFORMATIONAL.
     echo "== autobahn server (groups 1-7, 9.1, 12.1)" >&2
-    MOONWIRE_BIN="$bin" scripts/autobahn.sh --server
+    MOONWIRE_BIN="$bin" scripts/watchdog.sh 900 scripts/autobahn.sh --server
 fi
 
 if [ "${MOONWIRE_SKIP_ASAN:-}" != "1" ]; then
     echo "== swift test under AddressSanitizer (Lua bridge and runtime)" >&2
     # LeakSanitizer checks the Swift side at exit; XCTest's own leftovers are suppressed.
     LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-        swift test --sanitize=address --scratch-path .build-asan --filter MoonwireLuaTests
+        scripts/watchdog.sh 1500 swift test --sanitize=address --scratch-path .build-asan --filter MoonwireLuaTests
 fi

@@ -378,6 +378,7 @@ struct ServerWebSocketTests {
         process.arguments = ["node", "-e", script] + args
         let pipe = Pipe()
         process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
         try process.run()
         let deadline = killAfter(process, seconds: 120)
         defer { deadline.cancel() }

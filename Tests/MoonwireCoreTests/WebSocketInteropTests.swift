@@ -32,6 +32,7 @@ final class PeerProcess: @unchecked Sendable {
         }
         let pipe = Pipe()
         self.process.standardOutput = pipe
+        self.process.standardError = pipe
         try self.process.run()
         // A peer that never prints READY is killed, so the read below ends.
         let startDeadline = killAfter(self.process, seconds: 30)
@@ -71,6 +72,7 @@ final class PeerProcess: @unchecked Sendable {
         setup.arguments = [peersDirectory.appendingPathComponent("setup_venv.sh").path]
         let pipe = Pipe()
         setup.standardOutput = pipe
+        setup.standardError = FileHandle.nullDevice
         try setup.run()
         let deadline = killAfter(setup, seconds: 300)
         defer { deadline.cancel() }
@@ -146,6 +148,8 @@ enum TLSFixture {
         let shell = Process()
         shell.executableURL = URL(fileURLWithPath: "/bin/bash")
         shell.arguments = ["-c", script]
+        shell.standardOutput = FileHandle.nullDevice
+        shell.standardError = FileHandle.nullDevice
         try shell.run()
         let deadline = killAfter(shell, seconds: 120)
         defer { deadline.cancel() }

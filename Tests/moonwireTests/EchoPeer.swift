@@ -18,6 +18,7 @@ final class EchoPeer {
         setup.arguments = [peers.appendingPathComponent("setup_venv.sh").path]
         let pythonPath = Pipe()
         setup.standardOutput = pythonPath
+        setup.standardError = FileHandle.nullDevice
         try setup.run()
         let setupDeadline = ProcessDeadline(setup, seconds: 300)
         defer { setupDeadline.check("setup_venv.sh") }

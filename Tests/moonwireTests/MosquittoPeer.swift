@@ -48,6 +48,10 @@ final class MosquittoPeer {
             kill(process.processIdentifier, SIGKILL)
             throw PeerError("mosquitto did not start: \(seen)")
         }
+        // It logs every connection from now on: keep its pipe drained so it never blocks
+        // writing a log line (the read ends when it exits).
+        let log = out.fileHandleForReading
+        Thread.detachNewThread { while !log.availableData.isEmpty {} }
     }
 
     deinit {

@@ -131,6 +131,8 @@ enum TestCertificates {
         let shell = Process()
         shell.executableURL = URL(fileURLWithPath: "/bin/bash")
         shell.arguments = ["-c", script]
+        shell.standardOutput = FileHandle.nullDevice
+        shell.standardError = FileHandle.nullDevice
         try shell.run()
         let deadline = ProcessDeadline(shell, seconds: 120)
         defer { deadline.check("openssl") }

@@ -35,3 +35,7 @@ wss.on('connection', (ws, req) => {
   ws.on('close', (code, reason) => console.log(`CLOSE ${code} ${reason.toString()}`));
 });
 server.listen(0, '127.0.0.1', () => console.log(`READY ${server.address().port}`));
+// Exit once the process that started this peer is gone (a test run that ended or was
+// killed): a peer never outlives its run, holding its port and output open.
+const parent = process.ppid;
+setInterval(() => { if (process.ppid !== parent) process.exit(0); }, 1000).unref();

@@ -14,6 +14,8 @@ import sys
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
+from peer_lifetime import until_parent_exits
+
 
 async def handler(ws):
     try:
@@ -46,7 +48,7 @@ async def main():
                      max_size=64 * 1024 * 1024, compression="deflate") as server:
         port = server.sockets[0].getsockname()[1]
         print(f"READY {port}", flush=True)
-        await asyncio.Future()
+        await until_parent_exits()
 
 
 asyncio.run(main())

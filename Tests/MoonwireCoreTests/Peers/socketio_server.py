@@ -10,6 +10,8 @@ import asyncio
 import socketio
 from aiohttp import web
 
+from peer_lifetime import until_parent_exits
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--ping-interval", type=float, default=25)
 parser.add_argument("--ping-timeout", type=float, default=20)
@@ -36,7 +38,7 @@ async def main():
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     print(f"READY {port}", flush=True)
-    await asyncio.Future()
+    await until_parent_exits()
 
 
 asyncio.run(main())
