@@ -38,3 +38,19 @@ public struct DialOptions: Sendable {
         self.proxy = proxy
     }
 }
+
+/// Options that carry a ``DialOptions`` (``WebSocketClientOptions``, ``TCPClientOptions``)
+/// read and write its fields as their own: `options.tls` is `options.dial.tls`.
+@dynamicMemberLookup
+public protocol DialOptionsCarrier {
+    /// Timeouts, TLS and proxy, as every dial has them.
+    var dial: DialOptions { get set }
+}
+
+extension DialOptionsCarrier {
+    /// The fields of ``DialOptions`` (`connectTimeout`, `closeTimeout`, `tls`, `proxy`).
+    public subscript<Value>(dynamicMember path: WritableKeyPath<DialOptions, Value>) -> Value {
+        get { dial[keyPath: path] }
+        set { dial[keyPath: path] = newValue }
+    }
+}

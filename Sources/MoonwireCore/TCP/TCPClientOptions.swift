@@ -8,8 +8,7 @@ import NIOCore
 /// options.framing = .length(LengthPrefix(bytes: 2, endian: .big, max: 65_536))
 /// options.tls.caFile = "ca.pem"
 /// ```
-@dynamicMemberLookup
-public struct TCPClientOptions: Sendable {
+public struct TCPClientOptions: DialOptionsCarrier, Sendable {
     /// How the byte stream is cut into messages, both ways.
     public var framing: TCPFraming
     /// Timeouts, TLS and proxy, as every dial has them; read as `options.tls` and so on.
@@ -19,11 +18,5 @@ public struct TCPClientOptions: Sendable {
     public init(framing: TCPFraming = .line(), dial: DialOptions = DialOptions()) {
         self.framing = framing
         self.dial = dial
-    }
-
-    /// The fields of ``DialOptions`` (`connectTimeout`, `closeTimeout`, `tls`, `proxy`).
-    public subscript<Value>(dynamicMember path: WritableKeyPath<DialOptions, Value>) -> Value {
-        get { dial[keyPath: path] }
-        set { dial[keyPath: path] = newValue }
     }
 }

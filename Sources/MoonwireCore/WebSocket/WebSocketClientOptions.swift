@@ -9,8 +9,7 @@ import NIOCore
 /// options.headers = [("Authorization", "Bearer t0k3n")]
 /// options.compress = true
 /// ```
-@dynamicMemberLookup
-public struct WebSocketClientOptions: Sendable {
+public struct WebSocketClientOptions: DialOptionsCarrier, Sendable {
     /// Extra handshake headers, sent in order. A `Host` here replaces the one from the URL.
     public var headers: [(String, String)]
     /// The `Origin` header, if any.
@@ -49,11 +48,5 @@ public struct WebSocketClientOptions: Sendable {
         self.deflate = deflate
         self.fragmentSize = fragmentSize
         self.dial = dial
-    }
-
-    /// The fields of ``DialOptions`` (`connectTimeout`, `closeTimeout`, `tls`, `proxy`).
-    public subscript<Value>(dynamicMember path: WritableKeyPath<DialOptions, Value>) -> Value {
-        get { dial[keyPath: path] }
-        set { dial[keyPath: path] = newValue }
     }
 }
