@@ -51,16 +51,13 @@ final class LuaConnection: LuaSession, ManagedConnectionDelegate {
         guard let runtime else { return }
         runtime.metrics.opened(self, timing: info.timing)
         runtime.dispatch(.open, for: self) { lua in
-            lua.pushHandshake(headers: info.headers, subprotocol: info.subprotocol, fields: 3) {
-                lua.push(info.reconnects)
-                lua.setField("reconnects", table: -2)
-            }
+            lua.pushHandshake(headers: info.headers, subprotocol: info.subprotocol, own: ["reconnects": .integer(Int64(info.reconnects))])
             return 1
         }
     }
 
     func managedConnection(_ connection: ManagedConnection, didReceive message: ByteBuffer, kind: MessageKind) {
-        runtime?.dispatch(.message, for: self) { lua in lua.pushMessage(message, kind: kind, codec: codec) }
+        runtime?.dispatchMessage(message, kind: kind, for: self)
     }
 
     func managedConnection(_ connection: ManagedConnection, didFail error: ConnectionError) {

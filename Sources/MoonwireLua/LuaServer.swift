@@ -20,7 +20,7 @@ final class LuaServer: MessageServerDelegate {
     var codec: NativeCodec?
     /// Sees every event first (`moonwire listen --script` prints them); it reports the
     /// server's own failures then, instead of the runtime's log.
-    var observer: MessageServerDelegate?
+    var observer: (any MessageServerDelegate)?
 
     init(runtime: ScriptRuntime, server: MessageServer) {
         self.runtime = runtime
@@ -48,25 +48,21 @@ final class LuaServer: MessageServerDelegate {
                 lua_setiuservalue(lua.L, -3, 1)
                 lua.pop()
             }
-            lua.pushHandshake(headers: request.headers, subprotocol: request.subprotocol, fields: 4) {
-                lua.push(request.path)
-                lua.setField("path", table: -2)
-                lua.push(request.remoteAddress)
-                lua.setField("remote_address", table: -2)
-            }
+            lua.pushHandshake(headers: request.headers, subprotocol: request.subprotocol,
+                              own: ["path": .text(request.path), "remote_address": .text(request.remoteAddress)])
             return 2
         }
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
-        observer?.server(server, peer: peer, didReceive: message, kind: kind)
+    func session(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
+        observer?.session(peer, didReceive: message, kind: kind)
         // The one dispatcher of both roles' messages, with the peer as the session.
         guard let p = peers[peer.id] else { return }
-        runtime?.dispatch(.message, for: p) { lua in lua.pushMessage(message, kind: kind, codec: p.codec) }
+        runtime?.dispatchMessage(message, kind: kind, for: p)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
-        observer?.server(server, peer: peer, didClose: info)
+    func session(_ peer: ServerPeer, didClose info: CloseInfo) {
+        observer?.session(peer, didClose: info)
         guard let p = peers.removeValue(forKey: peer.id), let handle = p.handle, let runtime else { return }
         runtime.dispatch(.close, for: self) { lua in
             lua.push(handle)
@@ -89,8 +85,13 @@ final class LuaServer: MessageServerDelegate {
         runtime?.warnBudgetReached("peer \(peer.id) (\(peer.remoteAddress)) of \(server.url)", queued: peer.queued, buffered: peer.buffered)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {
-        if let observer { return observer.server(server, peer: peer, didFail: error) }
+    func session(_ peer: ServerPeer, didFail error: ConnectionError) {
+        if let observer { return observer.session(peer, didFail: error) }
+        runtime?.options.logger.warning("server \(server.url): \(error)")
+    }
+
+    func server(_ server: MessageServer, didFail error: ConnectionError) {
+        if let observer { return observer.server(server, didFail: error) }
         runtime?.options.logger.warning("server \(server.url): \(error)")
     }
 

@@ -81,17 +81,20 @@ extension LuaState {
 
     /// Pushes the table a handshake's handler gets, the same for both roles: `on_open`'s
     /// `info` (a connection) and `on_connect`'s `request` (a peer) have `headers` and,
-    /// when one was agreed, `protocol`; `more` sets the role's own fields in it.
-    func pushHandshake<Headers: Sequence>(headers: Headers, subprotocol: String?, fields: Int32, _ more: () -> Void)
+    /// when one was agreed, `protocol`; `own` are the role's own fields, by name.
+    func pushHandshake<Headers: Sequence>(headers: Headers, subprotocol: String?, own: KeyValuePairs<String, LuaValue>)
     where Headers.Element == (name: String, value: String) {
-        newTable(fields: fields)
+        newTable(fields: Int32(2 + own.count))
         pushHeaders(headers)
         setField("headers", table: -2)
         if let subprotocol {
             push(subprotocol)
             setField("protocol", table: -2)
         }
-        more()
+        for (name, value) in own {
+            push(value)
+            setField(name, table: -2)
+        }
     }
 
     /// Copies the value at `index`; functions, userdata, threads and over-deep tables throw.

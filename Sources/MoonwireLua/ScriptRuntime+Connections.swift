@@ -134,6 +134,13 @@ extension ScriptRuntime {
         callDispatcher(connectionEvents[event.rawValue], with: c.handle, push: push)
     }
 
+    /// A message from a session in either role, to `events.message`: decoded by the
+    /// session's native codec when it has one.
+    @inline(__always)
+    func dispatchMessage(_ message: ByteBuffer, kind: MessageKind, for s: LuaSession) {
+        dispatch(.message, for: s) { lua in lua.pushMessage(message, kind: kind, codec: s.codec) }
+    }
+
     /// Calls one of the prelude's dispatchers with an object's handle and what `push`
     /// pushes: the one way events of connections, servers and peers enter Lua.
     @inline(__always)

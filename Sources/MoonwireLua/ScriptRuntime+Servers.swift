@@ -128,7 +128,7 @@ extension ScriptRuntime {
     /// let server = try MessageServer(url: url, options: options, eventLoop: runtime.eventLoop)
     /// let code = try runtime.serve(server, observer: printer, script: "greeter.lua").wait()
     /// ```
-    public func serve(_ server: MessageServer, observer: MessageServerDelegate, script path: String) -> EventLoopFuture<Int32> {
+    public func serve(_ server: MessageServer, observer: any MessageServerDelegate, script path: String) -> EventLoopFuture<Int32> {
         eventLoop.preconditionInEventLoop()
         server.sendBudget = sendBudget
         let s = LuaServer(runtime: self, server: server)

@@ -30,7 +30,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
     /// session has shown them. It decides when the session ends.
     struct Script {
         /// Hands the server to the script, with this session as the observer; the exit code.
-        var serve: (MessageServer, MessageServerDelegate) -> EventLoopFuture<Int32>
+        var serve: (MessageServer, any MessageServerDelegate) -> EventLoopFuture<Int32>
         /// Ends the script (and so the session) with an exit code.
         var stop: (Int32) -> Void
     }
@@ -214,7 +214,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
                       fields: [("address", LogLine.jsonString(request.remoteAddress))])
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
+    func session(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         let bytes = Array(message.readableBytesView)
         printer.message(bytes, binary: kind == .binary, direction: .incoming, peer: "\(peer.id)")
         if settings.echo, send(bytes, binary: kind == .binary, to: peer) {
@@ -227,7 +227,7 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         }
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
+    func session(_ peer: ServerPeer, didClose info: CloseInfo) {
         let by = info.initiator == .network ? "lost" : "closed by \(info.initiator == .local ? "us" : "the peer")"
         printer.event(
             "close", "\(by): " + MessageText.describeClose(code: info.code, reason: info.reason),
@@ -236,8 +236,12 @@ final class ListenSession: MessageServerDelegate, @unchecked Sendable {
         )
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {
-        printer.event("error", "\(error)", peer: peer.map { "\($0.id)" }, isError: true)
+    func session(_ peer: ServerPeer, didFail error: ConnectionError) {
+        printer.event("error", "\(error)", peer: "\(peer.id)", isError: true)
+    }
+
+    func server(_ server: MessageServer, didFail error: ConnectionError) {
+        printer.event("error", "\(error)", peer: nil, isError: true)
     }
 
     func server(_ server: MessageServer, accepting event: AcceptPause) {

@@ -30,12 +30,12 @@ import Testing
             self.events.append(.open(info.timing))
             try? connection.close()
         }
-        func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
-        func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
+        func session(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
+        func session(_ connection: ClientConnection, didFail error: ConnectionError) {
             self.events.append(.fail(error))
             if connection.state == .closed { self.ended(connection) }
         }
-        func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
+        func session(_ connection: ClientConnection, didClose info: CloseInfo) {
             self.events.append(.close(info.code))
             self.ended(connection)
         }

@@ -16,11 +16,11 @@ import Testing
             opened.succeed(info.timing)
             try? connection.close()
         }
-        func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
-        func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
+        func session(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
+        func session(_ connection: ClientConnection, didFail error: ConnectionError) {
             opened.fail(PeerError(message: "dial failed: \(error)"))
         }
-        func connection(_ connection: ClientConnection, didClose info: CloseInfo) {}
+        func session(_ connection: ClientConnection, didClose info: CloseInfo) {}
     }
 
     /// Dials `url` and returns the timing its open reported.

@@ -311,13 +311,15 @@ final class FaultServer: MessageServerDelegate, @unchecked Sendable {
         self.onConnect(peer)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
+    func session(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         let text = String(buffer: message)
         self.log.append(.message(peer: peer.id, text: text, at: .now()))
         self.onMessage(peer, text)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
+    func session(_ peer: ServerPeer, didFail error: ConnectionError) {}
+
+    func session(_ peer: ServerPeer, didClose info: CloseInfo) {
         self.log.append(.close(peer: peer.id, info: info, at: .now()))
     }
 

@@ -77,17 +77,21 @@ final class TestServer: MessageServerDelegate, @unchecked Sendable {
         self.onConnect(peer)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
+    func session(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         self.messages.append((peer.id, String(buffer: message), kind))
         self.onMessage(peer, message, kind)
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
+    func session(_ peer: ServerPeer, didClose info: CloseInfo) {
         self.closes.append((peer.id, info, .now()))
     }
 
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {
-        self.failures.append((peer?.id, error))
+    func session(_ peer: ServerPeer, didFail error: ConnectionError) {
+        self.failures.append((peer.id, error))
+    }
+
+    func server(_ server: MessageServer, didFail error: ConnectionError) {
+        self.failures.append((nil, error))
     }
 
     func server(_ server: MessageServer, accepting event: AcceptPause) {

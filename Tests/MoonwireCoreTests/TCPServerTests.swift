@@ -184,17 +184,17 @@ final class TCPTestClient: ClientConnectionDelegate, @unchecked Sendable {
         self.step(connection, self.outcome.messages)
     }
 
-    func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
+    func session(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         self.outcome.messages.append(String(buffer: message))
         self.step(connection, self.outcome.messages)
     }
 
-    func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
+    func session(_ connection: ClientConnection, didFail error: ConnectionError) {
         self.outcome.failure = error
         if connection.state == .closed { self.done.succeed(self.outcome) }
     }
 
-    func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
+    func session(_ connection: ClientConnection, didClose info: CloseInfo) {
         self.outcome.close = info
         self.done.succeed(self.outcome)
     }

@@ -322,12 +322,12 @@ private final class RedialDelegate: ClientConnectionDelegate {
     let done: EventLoopPromise<[String]>
     init(done: EventLoopPromise<[String]>) { self.done = done }
     func connectionDidOpen(_ c: ClientConnection, info: ConnectionOpenInfo) { self.log.append("open") }
-    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
-    func connection(_ c: ClientConnection, didFail error: ConnectionError) {
+    func session(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {}
+    func session(_ c: ClientConnection, didFail error: ConnectionError) {
         self.log.append("fail \(error)")
         self.done.succeed(self.log)
     }
-    func connection(_ c: ClientConnection, didClose info: CloseInfo) {
+    func session(_ c: ClientConnection, didClose info: CloseInfo) {
         self.log.append("close \(info.code)")
         if self.log.count < 4 {
             do { try c.connect() } catch { self.log.append("\(error)") }

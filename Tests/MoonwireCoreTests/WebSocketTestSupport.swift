@@ -42,7 +42,7 @@ final class RecordingDelegate: ClientConnectionDelegate {
         self.script.onOpen(c, info)
     }
 
-    func connection(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
+    func session(_ c: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         self.events.append(.message(Array(message.readableBytesView), kind))
         self.script.onMessage(c, message, kind)
     }
@@ -51,12 +51,12 @@ final class RecordingDelegate: ClientConnectionDelegate {
         self.events.append(.pong(Array(payload.readableBytesView)))
     }
 
-    func connection(_ c: ClientConnection, didFail error: ConnectionError) {
+    func session(_ c: ClientConnection, didFail error: ConnectionError) {
         self.events.append(.fail(error))
         if c.state == .closed { self.done.succeed(self.events) }
     }
 
-    func connection(_ c: ClientConnection, didClose info: CloseInfo) {
+    func session(_ c: ClientConnection, didClose info: CloseInfo) {
         self.events.append(.close(info))
         self.script.onClose(c, info)
         // Let stray late events (there must be none) show up before the test looks.

@@ -39,10 +39,11 @@ import Testing
             self.peer = peer
             peersSeen += 1
         }
-        func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
+        func session(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
             messagesSeen += 1
         }
-        func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {}
+        func session(_ peer: ServerPeer, didFail error: ConnectionError) {}
+        func session(_ peer: ServerPeer, didClose info: CloseInfo) {}
         func server(_ server: MessageServer, accepting event: AcceptPause) {}
     }
 

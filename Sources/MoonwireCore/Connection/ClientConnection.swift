@@ -63,7 +63,7 @@ public final class ClientConnection {
     /// without a weak load. Whoever sets it cuts the link once it wants no more events
     /// (``ManagedConnection`` is set while it is alive, and cut once it has ended for
     /// good): an open connection is kept alive by its channel, and with it its delegate.
-    public var delegate: ClientConnectionDelegate?
+    public var delegate: (any ClientConnectionDelegate)?
     /// The current state.
     public private(set) var state: State = .idle
     /// Message and byte counters since the object was created, across re-dials.
@@ -356,7 +356,7 @@ public final class ClientConnection {
     private func dialFailed(_ generation: Int, _ error: ConnectionError) {
         guard generation == self.generation, self.state == .connecting else { return }
         self.endDial()
-        self.delegate?.connection(self, didFail: error)
+        self.delegate?.session(self, didFail: error)
     }
 
     /// Gives up a dial under way: its late events are ignored (the generation moved on).
@@ -485,7 +485,7 @@ extension ClientConnection: ChannelOwner {
     func handlerReceived(_ message: ByteBuffer, kind: MessageKind) {
         guard self.state == .open || self.state == .closing else { return }
         self.stats.countReceived(bytes: message.readableBytes)
-        self.delegate?.connection(self, didReceive: message, kind: kind)
+        self.delegate?.session(self, didReceive: message, kind: kind)
     }
 
     func handlerReceivedPong(_ payload: ByteBuffer) {
@@ -496,7 +496,7 @@ extension ClientConnection: ChannelOwner {
     func handlerFailed(_ error: ConnectionError) {
         guard self.state == .open || self.state == .closing else { return }
         self.state = .closing
-        self.delegate?.connection(self, didFail: error)
+        self.delegate?.session(self, didFail: error)
     }
 
     /// The open connection ended.
@@ -505,6 +505,6 @@ extension ClientConnection: ChannelOwner {
         self.state = .closed
         self.link = nil
         self.channel = nil
-        self.delegate?.connection(self, didClose: info)
+        self.delegate?.session(self, didClose: info)
     }
 }

@@ -506,7 +506,7 @@ extension ManagedConnection: ClientConnectionDelegate {
         drive(lifecycle.opened())
     }
 
-    public func connection(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
+    public func session(_ connection: ClientConnection, didReceive message: ByteBuffer, kind: MessageKind) {
         if tracing, let logger { logger.trace("\(ConnectionLog.message(.inbound, kind: kind, message))") }
         // A constant Bool first: asking the optional copied (and destroyed) the reader, or
         // the framing, per message.
@@ -552,12 +552,12 @@ extension ManagedConnection: ClientConnectionDelegate {
         delegate?.managedConnection(self, didReceivePong: payload)
     }
 
-    public func connection(_ connection: ClientConnection, didFail error: ConnectionError) {
+    public func session(_ connection: ClientConnection, didFail error: ConnectionError) {
         guard !ignoringTransport else { return }
         drive(lifecycle.failed(error))
     }
 
-    public func connection(_ connection: ClientConnection, didClose info: CloseInfo) {
+    public func session(_ connection: ClientConnection, didClose info: CloseInfo) {
         outbound.detach()
         openingHandlers = false
         guard !ignoringTransport else { return }

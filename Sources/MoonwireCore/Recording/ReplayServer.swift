@@ -56,7 +56,7 @@ public final class ReplayServer: MessageServerDelegate {
         }
     }
 
-    public func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
+    public func session(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
         guard let state = states[peer.id], state.failure == nil else { return }
         let bytes = Array(message.readableBytesView)
         guard state.next < conversation.exchanges.count, let expected = conversation.exchanges[state.next].sent else {
@@ -70,10 +70,13 @@ public final class ReplayServer: MessageServerDelegate {
         }
         report("peer \(peer.id): exchange \(exchange.number) matched")
         state.next += 1
-        play(exchange, after: expected.time, to: peer, state: state, loop: server.eventLoop)
+        play(exchange, after: expected.time, to: peer, state: state, loop: peer.channel.eventLoop)
     }
 
-    public func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {
+    /// A peer that broke the protocol: its close, which follows, ends its session.
+    public func session(_ peer: ServerPeer, didFail error: ConnectionError) {}
+
+    public func session(_ peer: ServerPeer, didClose info: CloseInfo) {
         guard let state = states.removeValue(forKey: peer.id) else { return }
         state.tasks.forEach { $0.cancel() }
         var failure = state.failure

@@ -31,7 +31,7 @@ public final class MessageServer {
     /// Receives the events; held strongly (a message reaches it without a weak load) until
     /// the server has closed and every peer's close was reported (``closeFuture``): then
     /// the link is cut, as nothing more is reported.
-    public var delegate: MessageServerDelegate?
+    public var delegate: (any MessageServerDelegate)?
     /// True until ``close()``.
     public private(set) var isListening = true
     /// The process-wide budget (of this loop) every peer's budget charges, if any: set it
@@ -110,7 +110,7 @@ public final class MessageServer {
                     if !self.isListening { channel.close(promise: nil) }
                 case .failure(let error):
                     self.isListening = false
-                    self.delegate?.server(self, peer: nil, didFail: ConnectionError(step: .connect, message: "listen: \(error)"))
+                    self.delegate?.server(self, didFail: ConnectionError(step: .connect, message: "listen: \(error)"))
                     self.finishIfClosed()
                 }
             }
@@ -234,7 +234,7 @@ public final class MessageServer {
 
     private func incomingFailed(_ error: Error) {
         let message = (error as? ConnectionError)?.message ?? DialError.describe(tls: error)
-        self.delegate?.server(self, peer: nil, didFail: ConnectionError(step: .tls, message: message))
+        self.delegate?.server(self, didFail: ConnectionError(step: .tls, message: message))
     }
 
     private func makePeer(_ channel: Channel, path: String) -> ServerPeer {
@@ -296,7 +296,7 @@ extension MessageServer {
     }
 
     func peer(_ peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind) {
-        self.delegate?.server(self, peer: peer, didReceive: message, kind: kind)
+        self.delegate?.session(peer, didReceive: message, kind: kind)
     }
 
     func peerDrained(_ peer: ServerPeer) {
@@ -308,14 +308,14 @@ extension MessageServer {
     }
 
     func peer(_ peer: ServerPeer, didFail error: ConnectionError) {
-        self.delegate?.server(self, peer: peer, didFail: error)
+        self.delegate?.session(peer, didFail: error)
     }
 
     func peer(_ peer: ServerPeer, didClose info: CloseInfo, wasConnected: Bool) {
         self.peersByID[peer.id] = nil
         if wasConnected {
             self.connectedPeers = nil
-            self.delegate?.server(self, peer: peer, didClose: info)
+            self.delegate?.session(peer, didClose: info)
         }
         self.finishIfClosed()
     }

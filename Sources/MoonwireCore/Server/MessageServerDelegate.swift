@@ -1,29 +1,27 @@
 import NIOCore
 
-/// Receives a ``MessageServer``'s events, on its loop, synchronously. For each peer:
-/// `didConnect`, then its messages, then one `didClose`, preceded by one `didFail` when
-/// the peer broke the protocol or the framing. Errors of connections that never became
-/// peers (a failed TLS handshake) come with a nil peer.
+/// Receives a ``MessageServer``'s events, on its loop, synchronously: each peer's as a
+/// session's (``SessionDelegate``) and the server's own. For each peer: `didConnect`,
+/// then its messages, then one `didClose`, preceded by one `didFail` when the peer broke
+/// the protocol or the framing. Errors of connections that never became peers (a failed
+/// TLS handshake) are the server's (`server(_:didFail:)`).
 ///
 /// ```swift
 /// final class Echo: MessageServerDelegate {
 ///     func server(_ s: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest) {}
-///     func server(_ s: MessageServer, peer: ServerPeer, didReceive m: ByteBuffer, kind: MessageKind) {
+///     func session(_ peer: ServerPeer, didReceive m: ByteBuffer, kind: MessageKind) {
 ///         try? peer.send(m, kind: kind)
 ///     }
-///     func server(_ s: MessageServer, peer: ServerPeer, didClose info: CloseInfo) {}
+///     func session(_ peer: ServerPeer, didFail error: ConnectionError) {}
+///     func session(_ peer: ServerPeer, didClose info: CloseInfo) {}
+///     func server(_ s: MessageServer, accepting event: AcceptPause) {}
 /// }
 /// ```
-public protocol MessageServerDelegate: AnyObject {
+public protocol MessageServerDelegate: SessionDelegate where Session == ServerPeer {
     /// A peer connected: the WebSocket handshake (or TLS) is done; it may be sent to now.
     func server(_ server: MessageServer, didConnect peer: ServerPeer, request: ServerPeerRequest)
-    /// A whole message from a peer (TCP: as cut by the framing, kind binary).
-    func server(_ server: MessageServer, peer: ServerPeer, didReceive message: ByteBuffer, kind: MessageKind)
-    /// A peer's connection ended: its close code and reason (1006 when dropped).
-    func server(_ server: MessageServer, peer: ServerPeer, didClose info: CloseInfo)
-    /// A peer broke the protocol (`.protocol`, with the close code sent), or an incoming
-    /// connection failed before it became a peer (`.tls`).
-    func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError)
+    /// A connection that never became a peer failed (`.tls`), or listening failed.
+    func server(_ server: MessageServer, didFail error: ConnectionError)
     /// A peer's `buffered` fell back under half its byte budget after reaching it (`on_drain`).
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer)
     /// A peer's outbound budget turned a message away for the first time.
@@ -36,10 +34,7 @@ public protocol MessageServerDelegate: AnyObject {
 }
 
 extension MessageServerDelegate {
-    /// A peer's `buffered` fell back under half its byte budget after reaching it.
+    public func server(_ server: MessageServer, didFail error: ConnectionError) {}
     public func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {}
-    /// A peer's budget turned a message away for the first time.
     public func server(_ server: MessageServer, peerReachedBudget peer: ServerPeer) {}
-    /// Errors are ignored unless the delegate wants them.
-    public func server(_ server: MessageServer, peer: ServerPeer?, didFail error: ConnectionError) {}
 }
