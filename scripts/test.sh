@@ -49,10 +49,10 @@ scripts/protobuf_diff.sh "$bin"
 # (scripts/watchdog.sh). Its output reaches the log line by line as each test ends.
 echo "== swift test" >&2
 events="$(mktemp)"
+trap 'rm -f "$events"' EXIT
 NO_COLOR=1 WATCHDOG_EVENTS="$events" scripts/watchdog.sh 900 \
     "$(swift build --show-bin-path)/moonwirePackageTests.xctest" --testing-library swift-testing \
     --event-stream-output-path "$events" --event-stream-version 0
-rm -f "$events"
 
 # The protocol modules against their real servers (scripts/protocols/*.sh).
 echo "== protocol modules against real servers" >&2

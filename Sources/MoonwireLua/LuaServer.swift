@@ -87,11 +87,16 @@ final class LuaServer: MessageServerDelegate {
 
     func session(_ peer: ServerPeer, didFail error: ConnectionError) {
         if let observer { return observer.session(peer, didFail: error) }
-        runtime?.options.logger.warning("server \(server.url): \(error)")
+        logFailure(error)
     }
 
     func server(_ server: MessageServer, didFail error: ConnectionError) {
         if let observer { return observer.server(server, didFail: error) }
+        logFailure(error)
+    }
+
+    /// A peer's failure or the server's own, in the runtime's log (without an observer).
+    private func logFailure(_ error: ConnectionError) {
         runtime?.options.logger.warning("server \(server.url): \(error)")
     }
 
