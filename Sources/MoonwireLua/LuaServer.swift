@@ -70,8 +70,7 @@ final class LuaServer: MessageServerDelegate {
             lua.push(info.reason)
             return 3
         }
-        runtime.lua.release(handle)
-        p.handle = nil
+        p.releaseReferences(in: runtime.lua)
     }
 
     func server(_ server: MessageServer, peerDidDrain peer: ServerPeer) {

@@ -134,10 +134,22 @@ extension ScriptRuntime {
         callDispatcher(connectionEvents[event.rawValue], with: c.handle, push: push)
     }
 
-    /// A message from a session in either role, to `events.message`: decoded by the
-    /// session's native codec when it has one.
+    /// A message from a session in either role, decoded by the session's native codec
+    /// when it has one: straight to the session's route (its one `on_message` handler)
+    /// when it has one, else to `events.message`, which also takes a message its codec
+    /// could not decode.
     @inline(__always)
     func dispatchMessage(_ message: ByteBuffer, kind: MessageKind, for s: LuaSession) {
+        if let route = s.route, let handle = s.handle, !finished {
+            lua.push(route)
+            lua.push(handle)
+            let n = lua.pushMessage(message, kind: kind, codec: s.codec)
+            if n == 2 {
+                callIntoLua(arguments: 3)
+                return
+            }
+            lua.pop(n + 2)
+        }
         dispatch(.message, for: s) { lua in lua.pushMessage(message, kind: kind, codec: s.codec) }
     }
 
@@ -219,8 +231,7 @@ extension ScriptRuntime {
     func connectionEnded(_ c: LuaConnection) {
         metrics.ended(c)
         connections[ObjectIdentifier(c)] = nil
-        if let handle = c.handle { lua.release(handle) }
-        c.handle = nil
+        c.releaseReferences(in: lua)
         c.detach()
         if let code = shutdownCode, connections.isEmpty { finish(code) }
         // Inside a call into Lua (a TCP c:close() ends its connection before it returns),

@@ -1,3 +1,4 @@
+import CLua
 import MoonwireCore
 import NIOCore
 
@@ -53,6 +54,19 @@ extension ScriptRuntime {
         LuaFunction("stats") { rt, args in
             args.lua.push(ScriptRuntime.statsTable(try rt.session(args).session.sessionStats))
             return 1
+        },
+        // For the prelude's reroute (prelude/connections.lua): the function the session's
+        // messages go straight to, or false for events.message. A session that ended
+        // keeps none (its references went with it).
+        LuaFunction("_route", shownAs: ":on_message") { rt, args in
+            let s = try rt.session(args)
+            if let route = s.route { args.lua.release(route) }
+            s.route = nil
+            if s.handle != nil, args.lua.type(at: args.index(1)) == LUA_TFUNCTION {
+                args.lua.pushValue(args.index(1))
+                s.route = args.lua.reference()
+            }
+            return 0
         },
         // For the prelude's drain(): true while the budget is reached (drain waits).
         LuaFunction("_over_budget", shownAs: ":drain") { rt, args in

@@ -6,9 +6,17 @@ import Testing
 
 @Suite("WebSocket server against our client and node-ws", .serialized, .timeLimit(.minutes(5)))
 struct ServerWebSocketTests {
+    /// A client that offers permessage-deflate.
+    static let compressing = {
+        var options = WebSocketClientOptions()
+        options.compress = true
+        return options
+    }()
+
     @Test func echoesToOurClientWithSubprotocolPathAndHeaders() async throws {
         let server = try await TestServer.start("ws://127.0.0.1:0/chat", options: MessageServerOptions(protocols: ["v1", "v2"]), echo: true)
-        var options = WebSocketClientOptions(protocols: ["v2", "v1"])
+        var options = WebSocketClientOptions()
+        options.protocols = ["v2", "v1"]
         options.headers = [("X-Token", "t0k3n")]
         let events = try await TestClient.run(
             "ws://127.0.0.1:\(server.port)/chat?room=1",
@@ -308,7 +316,7 @@ struct ServerWebSocketTests {
         let big = String(repeating: "compress me ", count: 1000)
         let events = try await TestClient.run(
             "ws://127.0.0.1:\(server.port)/",
-            options: WebSocketClientOptions(compress: true),
+            options: Self.compressing,
             script: ClientScript(onOpen: { c, _ in try? c.send(.text(big), kind: .text) }, onMessage: { c, _, _ in try? c.close() })
         )
         #expect(events.first == .open(subprotocol: nil, compressed: true))
@@ -325,7 +333,7 @@ struct ServerWebSocketTests {
         try await server.onLoop { server.onConnect = { held.peer = $0 } }
         let events = try await TestClient.run(
             "ws://127.0.0.1:\(server.port)/",
-            options: WebSocketClientOptions(compress: true),
+            options: Self.compressing,
             script: ClientScript(onOpen: { c, _ in try? c.send(.text("hello"), kind: .text) }, onMessage: { c, _, _ in try? c.close() })
         )
         #expect(events.first == .open(subprotocol: nil, compressed: true))

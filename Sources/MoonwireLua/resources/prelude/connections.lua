@@ -65,8 +65,47 @@ local conns = setmetatable({}, { __mode = "k" })
 -- methods and events both roles have read either (prelude/sessions.lua).
 local peer_states = setmetatable({}, { __mode = "k" })
 local methods = host.connection_methods
+-- Either class's session: the Swift half of reroute (sessions.lua takes it off the
+-- method tables).
+local raw_route = methods._route
 
 local state_of = state_lookup(conns, "a connection from mw.connect")
+
+-- Where Swift delivers the messages of the session whose state is `st`: straight to
+-- its one on_message handler (the state's `route`) when events.message would do
+-- nothing but call that handler, else to events.message. What events.message looks
+-- at before it calls the handlers is looked at here too, and reroute runs whenever
+-- any of it changes: handlers added or dropped, waiters coming and going, auto_reply
+-- rules, the heartbeat's reply. A codec of Swift's (codec.native) decodes before
+-- either; a message it cannot decode goes to events.message.
+local function direct_route(st)
+  local owner, codec = st.owner, st.codec
+  local handlers = owner.on_message
+  if not handlers[1] or handlers[2] or owner.auto_rules or st.waiters[1] or st.hb_reply then return false end
+  if codec and not codec.native then return false end
+  return handlers[1]
+end
+
+local function reroute(st)
+  local session = st.session
+  if session == nil then return end
+  local route = direct_route(st)
+  if route ~= st.route then
+    st.route = route
+    raw_route(session, route)
+  end
+end
+
+-- The handlers or rules of `owner` changed: a connection's own state, or a server's,
+-- whose peers (owner.peers) all follow its handlers.
+local function reroute_owner(owner)
+  if owner.session then return reroute(owner) end
+  for pst in pairs(owner.peers or NONE) do reroute(pst) end
+end
+
+local function handlers_changed(st, key)
+  if key == "on_message" then reroute_owner(st) end
+end
 
 -- Why `p` is not a valid Lua pattern, or nil. Matching it against a string
 -- would find only the errors the match happens to reach, so the pattern is
@@ -209,8 +248,7 @@ local function auto_answer(rules, target, encode, st, raw, message, kind)
 end
 
 function mw.connect(url, opts)
-  if type(url) ~= "string" then bad_argument(1, "mw.connect", "string", url) end
-  if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.connect", "table", opts) end
+  prelude.check_endpoint("mw.connect", url, opts)
   local codec, hb_message, hb_reply, hb_kind, framer, kind, auto_rules
   if opts then
     local copy
@@ -235,7 +273,7 @@ function mw.connect(url, opts)
                hb_message = hb_message, hb_reply = hb_reply, framer = framer, kind = kind, hb_kind = hb_kind,
                auto_rules = auto_rules or false, decoded_raw = false }
   -- Whose codec, auto_reply rules and on_message handlers apply: a connection's own.
-  st.owner = st
+  st.owner, st.session, st.route = st, c, false
   conns[c] = st
   local session = session_of[coroutine.running()]
   if session then session.conns[c] = true end
@@ -248,9 +286,10 @@ function methods.heartbeat(self, opts)
   local copy, message, reply, kind = split_heartbeat(opts, "c:heartbeat", 1, "opts")
   raw_heartbeat(self, copy)
   st.hb_message, st.hb_reply, st.hb_kind = message, reply, kind
+  reroute(st)
 end
 
-define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "ready" }, state_of)
+define_handlers(methods, "c", { "open", "message", "close", "error", "reconnect", "ready" }, state_of, nil, handlers_changed)
 
 -- c:reconnect() brings a closed connection back: receive and wait_open wait again.
 local raw_reconnect = methods.reconnect
@@ -258,6 +297,9 @@ function methods.reconnect(self, ...)
   local st = state_of(self, "c:reconnect")
   raw_reconnect(self, ...)
   if select("#", ...) == 0 then st.final = false end
+  -- Brought back after it ended, it has a route in Swift again.
+  st.route = false
+  reroute(st)
 end
 
 -- `data` through the codec of the connection or server whose state is `st` (a peer
@@ -287,11 +329,13 @@ local function wait(st, fname, kind, timeout, match)
   check_timeout(fname, timeout)
   local waiter = { co = running_coroutine(fname), kind = kind, match = match }
   append(st, "waiters", waiter)
+  reroute(st)
   if timeout then
     waiter.timer = host.after(timeout, function()
       for i, w in ipairs(st.waiters) do
         if w == waiter then
           table.remove(st.waiters, i)
+          reroute(st)
           resume(waiter.co, nil, "timeout")
           return
         end
@@ -311,6 +355,7 @@ local function wake(st, pick, ...)
   end
   if #chosen == 0 then return false end
   st.waiters = keep
+  reroute(st)
   for _, w in ipairs(chosen) do
     if w.timer then w.timer:cancel() end
     resume(w.co, ...)
@@ -528,6 +573,7 @@ function methods.answer(self, match, reply)
   local rules = st.auto_rules or {}
   rules[#rules + 1] = { match = match, reply = answer }
   st.auto_rules = rules
+  reroute(st)
 end
 
 local events = {}
@@ -569,6 +615,7 @@ end
 -- codec = "json" it comes decoded from Swift, or with the decode error and the raw
 -- message. A peer's codec, auto_reply rules and on_message handlers are its
 -- server's (`owner`); only a connection has waiters and an inbox.
+-- A session whose state has a route (direct_route) gets its messages there instead.
 function events.message(c, message, kind, err, raw)
   local st = conns[c] or peer_states[c]
   if not st then return end
@@ -708,4 +755,5 @@ prelude.events, prelude.conns, prelude.connection_methods, prelude.raw_state = e
 prelude.intended_start, prelude.without_codec, prelude.split_auto_reply = intended_start, without_codec, split_auto_reply
 prelude.auto_answer, prelude.wait, prelude.wake, prelude.is_kind = auto_answer, wait, wake, is_kind
 prelude.encode_message = encode_message
+prelude.reroute, prelude.reroute_owner, prelude.handlers_changed = reroute, reroute_owner, handlers_changed
 prelude.peer_states = peer_states

@@ -171,9 +171,13 @@ local internal = {
     local st = conns[obj]
     if st then
       st.on_open, st.on_message, st.on_close, st.on_error, st.on_reconnect, st.waiters = NONE, NONE, NONE, NONE, NONE, NONE
+      prelude.reroute(st)
     end
     st = servers[obj]
-    if st then st.on_connect, st.on_message, st.on_close = {}, {}, {} end
+    if st then
+      st.on_connect, st.on_message, st.on_close = {}, {}, {}
+      prelude.reroute_owner(st)
+    end
   end,
 }
 

@@ -87,6 +87,12 @@ local function bad_argument(n, fname, expected, value)
   error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, type(value)), user_level(3))
 end
 
+-- mw.connect's and mw.listen's arguments: a URL, then an options table or nothing.
+local function check_endpoint(fname, url, opts)
+  if type(url) ~= "string" then bad_argument(1, fname, "string", url) end
+  if opts ~= nil and type(opts) ~= "table" then bad_argument(2, fname, "table", opts) end
+end
+
 local function running_coroutine(fname)
   local co, main = coroutine.running()
   if main then
@@ -270,14 +276,15 @@ end
 
 -- Adds on_<event>(fn) methods that append fn to the object's handler list: the
 -- list lookup(self, fname)[key], where key is key_format ("on_%s" when not given)
--- with the event's name.
-local function define_handlers(target, prefix, events, lookup, key_format)
+-- with the event's name; then changed(state, key), when given.
+local function define_handlers(target, prefix, events, lookup, key_format, changed)
   for _, event in ipairs(events) do
     local key, fname = (key_format or "on_%s"):format(event), prefix .. ":on_" .. event
     target["on_" .. event] = function(self, fn)
       local st = lookup(self, fname)
       if type(fn) ~= "function" then bad_argument(1, fname, "function", fn) end
       append(st, key, fn)
+      if changed then changed(st, key) end
       return self
     end
   end
@@ -297,6 +304,7 @@ function prelude.set_inspect(fn) inspect_value = fn end
 prelude.mw, prelude.EXIT, prelude.start = mw, EXIT, start
 prelude.describe, prelude.resume, prelude.resumed, prelude.user_level = describe, resume, resumed, user_level
 prelude.bad_argument, prelude.running_coroutine, prelude.misuse = bad_argument, running_coroutine, misuse
+prelude.check_endpoint = check_endpoint
 prelude.wait_listed, prelude.wake_listed = wait_listed, wake_listed
 prelude.abandoned, prelude.waiting_in, prelude.session_of = abandoned, waiting_in, session_of
 prelude.NONE, prelude.append, prelude.state_lookup, prelude.define_handlers = NONE, append, state_lookup, define_handlers

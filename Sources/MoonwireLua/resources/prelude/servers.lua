@@ -2,7 +2,7 @@
 -- dispatchers (`server_events`) Swift calls with its peers' events.
 
 local host, prelude = ...
-local mw, bad_argument = prelude.mw, prelude.bad_argument
+local mw = prelude.mw
 local state_lookup, define_handlers = prelude.state_lookup, prelude.define_handlers
 local without_codec, split_auto_reply, encode_message = prelude.without_codec, prelude.split_auto_reply, prelude.encode_message
 local peer_states, new_peer_state, session_ended = prelude.peer_states, prelude.new_peer_state, prelude.session_ended
@@ -23,9 +23,15 @@ end
 
 local server_state = state_lookup(servers, "a server from mw.listen")
 
+-- A server's state: its codec, auto_reply rules and handlers, which its peers' states
+-- (`peers`, weak) follow.
+local function new_server_state(codec, auto_rules)
+  return { codec = codec, on_connect = {}, on_message = {}, on_close = {}, auto_rules = auto_rules or false,
+           peers = setmetatable({}, { __mode = "k" }) }
+end
+
 function mw.listen(url, opts)
-  if type(url) ~= "string" then bad_argument(1, "mw.listen", "string", url) end
-  if opts ~= nil and type(opts) ~= "table" then bad_argument(2, "mw.listen", "table", opts) end
+  prelude.check_endpoint("mw.listen", url, opts)
   local codec, auto_rules
   if opts then
     opts, codec = without_codec(opts, "mw.listen")
@@ -33,15 +39,15 @@ function mw.listen(url, opts)
   end
   local s, err = host.listen(url, opts, codec and codec.schema, codec and codec.index)
   if not s then return nil, err end
-  servers[s] = { codec = codec, on_connect = {}, on_message = {}, on_close = {}, auto_rules = auto_rules or false }
+  servers[s] = new_server_state(codec, auto_rules)
   return s
 end
 
-define_handlers(server_methods, "s", { "connect", "message", "close" }, server_state)
+define_handlers(server_methods, "s", { "connect", "message", "close" }, server_state, nil, prelude.handlers_changed)
 
 -- A server the host made (moonwire listen --script) gets the Lua side mw.listen gives.
 function prelude.adopt_server(s)
-  servers[s] = { on_connect = {}, on_message = {}, on_close = {} }
+  servers[s] = new_server_state()
 end
 
 local raw_broadcast = server_methods.broadcast

@@ -60,7 +60,8 @@ end
 -- Gives the shared methods to the methods table of one class.
 local function share(methods, prefix, expected)
   local raw = { prefix = prefix, expected = expected, send = methods.send, _over_budget = methods._over_budget }
-  methods._over_budget = nil
+  -- Only the prelude's: reroute (connections.lua) took _route already.
+  methods._over_budget, methods._route = nil, nil
   for name, make in pairs(session_methods) do methods[name] = make(raw) end
 end
 share(host.connection_methods, "c", "a connection from mw.connect")
@@ -70,9 +71,12 @@ share(host.peer_methods, "peer", "a peer")
 -- without its Lua side): its codec and handlers are the server's.
 function prelude.new_peer_state(peer, server)
   local codec = server and server.codec
-  peer_states[peer] = { owner = server or { on_message = NONE, auto_rules = false }, codec = codec or false,
-                        kind = codec and codec.kind, on_drain = NONE, on_error = NONE, waiters = NONE, inbox = false,
-                        final = false, peer = true, decoded_raw = false }
+  local st = { owner = server or { on_message = NONE, auto_rules = false }, codec = codec or false,
+               kind = codec and codec.kind, on_drain = NONE, on_error = NONE, waiters = NONE, inbox = false,
+               final = false, peer = true, decoded_raw = false, session = peer, route = false }
+  peer_states[peer] = st
+  if server then server.peers[st] = true end
+  prelude.reroute(st)
 end
 
 -- A session ended for good: drain() waiters hear "closed".
