@@ -179,7 +179,7 @@ public final class ScriptRuntime: @unchecked Sendable {
     /// the loop's busy polling.
     private func installOnLoop() {
         clock.install()
-        BusyPoll.install(on: eventLoop, window: options.busyPoll)
+        BusyPoll.install(on: eventLoop, window: options.busyPoll) { [logger = options.logger] in logger.warning("\($0)") }
     }
 
     /// Compiles and starts a script; the future is the exit code, or fails with

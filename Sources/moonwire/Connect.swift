@@ -106,7 +106,7 @@ struct Connect: ParsableCommand {
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: !target.isWebSocket)
         printer.codec = try session.codec.make()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)
         let recorder = try recording.makeRecorder(url: url, headers: configuration.socket.headers)?

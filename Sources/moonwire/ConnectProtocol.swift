@@ -35,7 +35,7 @@ struct ConnectProtocol {
         let session = connect.session
         let console = Console(interactive: session.interactive, prompt: "", colors: session.colors, mode: .asking)
         let printer = SessionPrinter(console: console, options: session, kindless: false)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         let logger = Logger(label: "moonwire") { _ in MoonwireLogHandler(level: .info, format: .text) }
         let io = LuaInterpreter.IO(

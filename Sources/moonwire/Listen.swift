@@ -78,7 +78,7 @@ struct Listen: ParsableCommand {
         let console = Console(interactive: session.interactive, prompt: "> ", colors: session.colors)
         let printer = SessionPrinter(console: console, options: session, kindless: target.kind == .tcp)
         printer.codec = try session.codec.make()
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         let server = ListenSession(
             settings: .init(

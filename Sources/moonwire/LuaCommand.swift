@@ -121,7 +121,7 @@ struct LuaCommand: ParsableCommand {
         if version { print(LuaInterpreter.copyright) }
         fflush(stdout)
         let logger = Logger(label: "moonwire") { _ in MoonwireLogHandler(level: .info, format: .text) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         // At the REPL, output goes through the console so that lines arriving while
         // the user types never tear the line being edited.

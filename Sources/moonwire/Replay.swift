@@ -177,7 +177,7 @@ struct Replay: ParsableCommand {
         } catch {
             throw ValidationError("--serve: \(error)")
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         let replay = ReplayServer(conversation: conversation, matcher: matcher, speed: speed)
         replay.report = { line in
@@ -217,7 +217,7 @@ struct Replay: ParsableCommand {
         } catch {
             throw ValidationError("'\(text)': \(error)")
         }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         var configuration = ManagedConnection.Configuration()
         configuration.heartbeat = nil

@@ -86,9 +86,7 @@ struct Run: ParsableCommand {
         let shard = try measured.resolvedShard()
         let startAt = try measured.resolvedStartAt()
         let chosenLimits = try limits.limits()
-        let group = virtualTime
-            ? MultiThreadedEventLoopGroup(numberOfThreads: workers, metricsDelegate: LoopTicks())
-            : MultiThreadedEventLoopGroup(numberOfThreads: workers)
+        let group = try LoopGroup.make(threads: workers, metricsDelegate: virtualTime ? LoopTicks() : nil)
         let searchPath = ModuleSearchPath(script: script, luaPath: luaPath, luaCPath: luaCPath)
         let busyPollWindow = virtualTime ? .zero : busyPoll.map { TimeAmount.microseconds(Int64($0)) } ?? BusyPoll.defaultWindow
         let runtimes = group.makeIterator().enumerated().map { offset, loop in

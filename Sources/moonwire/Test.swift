@@ -171,7 +171,7 @@ struct Test: ParsableCommand {
         case .gtest: perFile = gtest.file
         default: perFile = nil
         }
-        let reports = runAll(runs, options: options, perFile: perFile)
+        let reports = try runAll(runs, options: options, perFile: perFile)
         if list {
             if reports.contains(where: { $0.results.contains { $0.status == .error } }) { throw ExitCode(1) }
             return
@@ -212,9 +212,9 @@ struct Test: ParsableCommand {
     }
 
     /// Runs the files on `jobs` event loops; prints each file's `perFile` text as it ends.
-    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options, perFile: ((TestFileReport) -> String)?) -> [TestFileReport] {
+    private func runAll(_ runs: [(file: String, run: Int?)], options: TestFileRunner.Options, perFile: ((TestFileReport) -> String)?) throws -> [TestFileReport] {
         // LoopTicks: a virtual clock jumps only after whole loop ticks without I/O.
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: min(jobs, max(runs.count, 1)), metricsDelegate: LoopTicks())
+        let group = try LoopGroup.make(threads: min(jobs, max(runs.count, 1)), metricsDelegate: LoopTicks())
         defer { try? group.syncShutdownGracefully() }
         let state = RunState(count: runs.count)
         let workers = DispatchGroup()

@@ -87,6 +87,29 @@ struct ListenEdgeTests {
         #expect(lines.last?.contains("backlog") == true && lines.last?.hasPrefix("false") == true, "\(r.stdout)")
     }
 
+    /// At every limit from 4 open files up, `moonwire run` either runs the script or says in
+    /// words why it cannot start: NIO traps when a loop cannot open its descriptors, so
+    /// below what a loop needs the command refuses before making one. Where polling's pipe
+    /// is what does not fit, the script runs without it and the warning says so.
+    @Test func runAtAnyDescriptorLimitRunsOrSaysWhy() throws {
+        let script = try CommandRunner.script("ran.lua", "print(\"ran\")\n")
+        var outcomes: [Int: String] = [:]
+        for limit in 4...24 {
+            let r = try CommandRunner.run(["-c", "ulimit -n \(limit) && exec \"$0\" run \"$1\"", CommandRunner.executable.path, script], tool: "bash")
+            let said = r.stderr.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(!said.contains("Fatal error") && !said.contains("Assertion failed") && !said.contains("Backtracing"), "ulimit -n \(limit): \(said)")
+            if r.status == 0 {
+                #expect(r.stdout == "ran\n", "ulimit -n \(limit): \(r.stdout)")
+                outcomes[limit] = said.isEmpty ? "ran" : "ran, warned"
+            } else {
+                #expect(r.status == 1 && !said.isEmpty, "ulimit -n \(limit): exit \(r.status), \(said)")
+                outcomes[limit] = said.hasPrefix("cannot start: ") ? "refused" : "failed in words"
+            }
+        }
+        #expect(outcomes[4] == "refused", "\(outcomes)")
+        #expect(outcomes[24] == "ran", "\(outcomes)")
+    }
+
     /// A dial refused for want of descriptors names the limit, as the server's accept does.
     @Test func aDialOutOfDescriptorsNamesTheLimit() throws {
         let script = try CommandRunner.script("many.lua", """

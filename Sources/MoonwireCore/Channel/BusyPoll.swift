@@ -49,7 +49,9 @@ public final class BusyPoll {
 
     /// Polls `loop` for `window` after each flush of its message handlers added from now
     /// on; `.zero` stops polling. Call on `loop`, an event-loop group's thread.
-    public static func install(on loop: EventLoop, window: TimeAmount) {
+    /// Polling needs a pipe: when the process cannot have one (out of descriptors), the loop
+    /// sleeps as if the window were zero and `unavailable` hears why, in words.
+    public static func install(on loop: EventLoop, window: TimeAmount, unavailable: @escaping (String) -> Void = { _ in }) {
         if let poll = perThread.currentValue, poll.loop === loop {
             poll.policy.window = max(window, .zero)
             return
@@ -57,7 +59,7 @@ public final class BusyPoll {
         guard window > .zero else { return }
         let poll = BusyPoll(loop: loop, window: window)
         perThread.currentValue = poll
-        poll.openPipe()
+        poll.openPipe(unavailable: unavailable)
     }
 
     /// The window the command line uses unless told: 50 µs, the value Linux's
@@ -70,9 +72,12 @@ public final class BusyPoll {
         return poll
     }
 
-    private func openPipe() {
+    private func openPipe(unavailable: @escaping (String) -> Void) {
         var fds: [CInt] = [-1, -1]
-        guard pipe(&fds) == 0 else { return }
+        guard pipe(&fds) == 0 else {
+            unavailable("busy polling is off: no pipe for it (\(String(cString: strerror(errno))))")
+            return
+        }
         for fd in fds {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -92,9 +97,10 @@ public final class BusyPoll {
                 case .success(let channel):
                     self.wakeFD = writeEnd
                     channel.closeFuture.assumeIsolated().whenComplete { _ in self.pipeClosed() }
-                case .failure:
+                case .failure(let error):
                     close(fds[0])
                     close(writeEnd)
+                    unavailable("busy polling is off: its pipe could not join the loop (\(error))")
                 }
             }
     }

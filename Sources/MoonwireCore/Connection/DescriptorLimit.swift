@@ -18,6 +18,20 @@ public enum DescriptorLimit {
         return UInt64(limit.rlim_cur)
     }
 
+    /// How many more descriptors the process can open, counted up to `wanted` by opening
+    /// them (and closing them again at once); nil when /dev/null cannot be opened for
+    /// another reason than the limit.
+    public static func available(upTo wanted: Int) -> Int? {
+        var opened: [CInt] = []
+        defer { opened.forEach { close($0) } }
+        while opened.count < wanted {
+            let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            if fd < 0 { return errno == EMFILE || errno == ENFILE ? opened.count : nil }
+            opened.append(fd)
+        }
+        return opened.count
+    }
+
     /// Raises the soft limit to the hard limit; returns the soft limit in force after.
     @discardableResult
     public static func raiseToHard() -> UInt64? {

@@ -5,45 +5,54 @@
 -- give the order the docs promise.
 local helpers = require("helpers")
 
+-- A handler on `c` that keeps what it hears (through `pick`, if given) in the list returned.
+local function keep(c, pick)
+  local heard = {}
+  c:on_message(function(_, m) heard[#heard + 1] = pick and pick(m) or m end)
+  return heard
+end
+
+-- Waits until `list` holds `n` entries; fails the test after 5 s.
+local function await(list, n)
+  assert.is_true(helpers.eventually(function() return #list == n end))
+end
+
+-- An open connection to a fresh echo server, with a keeping handler.
+local function echoing()
+  local _, url = helpers.echo_server()
+  local c = mw.connect(url)
+  local heard = keep(c)
+  assert(c:wait_open(5))
+  return c, heard
+end
+
 describe("one on_message handler", function()
   it("gives way to a waiting request, then hears the rest", function()
-    local _, url = helpers.echo_server()
-    local c = mw.connect(url)
-    local seen = {}
-    c:on_message(function(_, m) seen[#seen + 1] = m end)
-    assert(c:wait_open(5))
+    local c, heard = echoing()
     c:send("before")
-    assert.is_true(helpers.eventually(function() return #seen == 1 end))
+    await(heard, 1)
     assert.are.equal("q1", c:request("q1", "^q1$", 5))
     c:send("after")
-    assert.is_true(helpers.eventually(function() return #seen == 2 end))
-    assert.are.same({ "before", "after" }, seen)
+    await(heard, 2)
+    assert.are.same({ "before", "after" }, heard)
   end)
 
   it("gives way to a waiting receive", function()
-    local _, url = helpers.echo_server()
-    local c = mw.connect(url)
-    local seen = {}
-    c:on_message(function(_, m) seen[#seen + 1] = m end)
-    assert(c:wait_open(5))
+    local c, heard = echoing()
     c:send("taken")
     assert.are.equal("taken", c:receive(5))
     c:send("heard")
-    assert.is_true(helpers.eventually(function() return #seen == 1 end))
-    assert.are.same({ "heard" }, seen)
+    await(heard, 1)
+    assert.are.same({ "heard" }, heard)
   end)
 
   it("is joined by a second handler added later: both hear each message", function()
-    local _, url = helpers.echo_server()
-    local c = mw.connect(url)
-    local first, second = {}, {}
-    c:on_message(function(_, m) first[#first + 1] = m end)
-    assert(c:wait_open(5))
+    local c, first = echoing()
     c:send("one")
-    assert.is_true(helpers.eventually(function() return #first == 1 end))
-    c:on_message(function(_, m) second[#second + 1] = m end)
+    await(first, 1)
+    local second = keep(c)
     c:send("two")
-    assert.is_true(helpers.eventually(function() return #second == 1 end))
+    await(second, 1)
     assert.are.same({ "one", "two" }, first)
     assert.are.same({ "two" }, second)
   end)
@@ -61,12 +70,11 @@ describe("one on_message handler", function()
       end)
     end)
     local c = mw.connect(server:url())
-    local seen = {}
-    c:on_message(function(_, m) seen[#seen + 1] = m end)
+    local heard = keep(c)
     c:answer("^ping$", "pong")
-    assert.is_true(helpers.eventually(function() return #answers == 1 end))
+    await(answers, 1)
     assert.are.same({ "pong" }, answers)
-    assert.are.same({ "note" }, seen)
+    assert.are.same({ "note" }, heard)
   end)
 
   it("with codec json: a message that does not decode goes to on_error, not the handler", function()
@@ -77,27 +85,22 @@ describe("one on_message handler", function()
       peer:send('{"n": 2}')
     end)
     local c = mw.connect(server:url(), { codec = "json" })
-    local seen, errors = {}, {}
-    c:on_message(function(_, m) seen[#seen + 1] = m.n end)
-    c:on_error(function(_, err, raw) errors[#errors + 1] = raw end)
-    assert.is_true(helpers.eventually(function() return #seen == 2 end))
-    assert.are.same({ 1, 2 }, seen)
+    local heard, errors = keep(c, function(m) return m.n end), {}
+    c:on_error(function(_, _, raw) errors[#errors + 1] = raw end)
+    await(heard, 2)
+    assert.are.same({ 1, 2 }, heard)
     assert.are.same({ "{not json" }, errors)
   end)
 
   it("hears a connection that c:reconnect() brought back", function()
-    local _, url = helpers.echo_server()
-    local c = mw.connect(url)
-    local seen = {}
-    c:on_message(function(_, m) seen[#seen + 1] = m end)
-    assert(c:wait_open(5))
+    local c, heard = echoing()
     c:close()
     assert.is_true(helpers.eventually(function() return c:state() == "closed" end))
     c:reconnect()
     assert(c:wait_open(5))
     c:send("again")
-    assert.is_true(helpers.eventually(function() return #seen == 1 end))
-    assert.are.same({ "again" }, seen)
+    await(heard, 1)
+    assert.are.same({ "again" }, heard)
   end)
 end)
 
@@ -109,12 +112,12 @@ describe("a server's on_message", function()
     local c = mw.connect(server:url())
     assert(c:wait_open(5))
     assert(connected:wait(5))
-    local seen = {}
+    local heard = {}
     server:on_message(function(peer, m)
-      seen[#seen + 1] = m
+      heard[#heard + 1] = m
       peer:send("got " .. m)
     end)
     assert.are.equal("got hi", c:request("hi", "^got", 5))
-    assert.are.same({ "hi" }, seen)
+    assert.are.same({ "hi" }, heard)
   end)
 end)
