@@ -48,7 +48,7 @@ struct Connect: ParsableCommand {
         } catch {
             throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
         }
-        let maxBytes = try ArgumentValues.size(options.maxMessage, flag: "--max-message")
+        let maxBytes = try options.session.maxMessageBytes()
         var configuration = ManagedConnection.Configuration()
         var dial = DialOptions()
         dial.tls.caFile = options.ca
@@ -67,7 +67,7 @@ struct Connect: ParsableCommand {
         configuration.heartbeat = try options.heartbeatSetting()
         switch target {
         case .webSocket:
-            guard options.framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            try options.session.checkWebSocket()
             configuration.socket.protocols = options.subprotocol
             configuration.socket.compress = options.compress
             configuration.socket.maxMessage = maxBytes
@@ -81,10 +81,8 @@ struct Connect: ParsableCommand {
                 ))
             }
         case .tcp:
-            for (flag, used) in [("-H", !options.header.isEmpty), ("--subprotocol", !options.subprotocol.isEmpty), ("--compress", options.compress), ("--heartbeat", options.heartbeat > 0)] where used {
-                throw ValidationError("\(flag) is for ws:// and wss:// URLs; TCP has no handshake or ping")
-            }
-            configuration.tcp.framing = try ArgumentValues.framing(options.framing ?? "line", max: maxBytes)
+            configuration.tcp.framing = try options.session.tcpFraming(
+                max: maxBytes, alsoWebSocketOnly: [("-H", !options.header.isEmpty), ("--heartbeat", options.heartbeat > 0)])
         }
         if let proxy = options.proxy {
             let choice: ProxyChoice

@@ -20,19 +20,58 @@ extension SessionOption.Flag {
     var argumentHelp: ArgumentHelp { ArgumentHelp(help, valueName: valueName) }
 }
 
+/// Which command's declarations a flag takes its name and help from.
+protocol FlagRole {
+    static var role: SessionOption.Role { get }
+}
+
+enum ConnectRole: FlagRole { static let role = SessionOption.Role.connect }
+enum ListenRole: FlagRole { static let role = SessionOption.Role.listen }
+
+/// The flags `connect` and `listen` both have, each with its own command's name and help
+/// (the same option of `mw.connect` and of `mw.listen`), and their checks: declared once.
+struct SessionFlags<Role: FlagRole>: ParsableArguments {
+    @Option(name: declared("subprotocol", Role.role).names, help: declared("subprotocol", Role.role).argumentHelp)
+    var subprotocol: [String] = []
+
+    @Option(name: declared("framing", Role.role).names, help: declared("framing", Role.role).argumentHelp)
+    var framing: String?
+
+    @Option(name: declared("max-message", Role.role).names, help: declared("max-message", Role.role).argumentHelp)
+    var maxMessage = "16M"
+
+    @Flag(name: declared("compress", Role.role).names, help: declared("compress", Role.role).argumentHelp)
+    var compress = false
+
+    /// `--max-message` in bytes.
+    func maxMessageBytes() throws -> Int {
+        try ArgumentValues.size(maxMessage, flag: "--max-message")
+    }
+
+    /// A WebSocket URL's check: `--framing` is misuse.
+    func checkWebSocket() throws {
+        guard framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+    }
+
+    /// A TCP URL's framing (line unless told), after checking that no flag only a WebSocket
+    /// has is used: these, and the command's own in `alsoWebSocketOnly`.
+    func tcpFraming(max: Int, alsoWebSocketOnly own: [(flag: String, used: Bool)] = []) throws -> TCPFraming {
+        for (flag, used) in own + [("--subprotocol", !subprotocol.isEmpty), ("--compress", compress)] where used {
+            throw ValidationError("\(flag) is for ws:// and wss:// URLs; TCP has no handshake or ping")
+        }
+        return try ArgumentValues.framing(framing ?? "line", max: max)
+    }
+}
+
 /// `connect`'s flags that set an option of `mw.connect`.
+@dynamicMemberLookup
 struct ConnectFlags: ParsableArguments {
     @Option(name: declared("header", .connect).names, help: declared("header", .connect).argumentHelp)
     var header: [String] = []
 
-    @Option(name: declared("subprotocol", .connect).names, help: declared("subprotocol", .connect).argumentHelp)
-    var subprotocol: [String] = []
+    @OptionGroup var session: SessionFlags<ConnectRole>
 
-    @Option(name: declared("framing", .connect).names, help: declared("framing", .connect).argumentHelp)
-    var framing: String?
-
-    @Option(name: declared("max-message", .connect).names, help: declared("max-message", .connect).argumentHelp)
-    var maxMessage = "16M"
+    subscript<T>(dynamicMember shared: KeyPath<SessionFlags<ConnectRole>, T>) -> T { session[keyPath: shared] }
 
     @Option(name: declared("heartbeat", .connect).names, help: declared("heartbeat", .connect).argumentHelp)
     var heartbeat: Double = 0
@@ -42,9 +81,6 @@ struct ConnectFlags: ParsableArguments {
 
     @Flag(name: declared("reconnect", .connect).names, help: declared("reconnect", .connect).argumentHelp)
     var reconnect = false
-
-    @Flag(name: declared("compress", .connect).names, help: declared("compress", .connect).argumentHelp)
-    var compress = false
 
     @Option(name: declared("ca", .connect).names, help: declared("ca", .connect).argumentHelp)
     var ca: String?
@@ -68,18 +104,11 @@ struct ConnectFlags: ParsableArguments {
 }
 
 /// `listen`'s flags that set an option of `mw.listen`.
+@dynamicMemberLookup
 struct ListenFlags: ParsableArguments {
-    @Option(name: declared("subprotocol", .listen).names, help: declared("subprotocol", .listen).argumentHelp)
-    var subprotocol: [String] = []
+    @OptionGroup var session: SessionFlags<ListenRole>
 
-    @Option(name: declared("framing", .listen).names, help: declared("framing", .listen).argumentHelp)
-    var framing: String?
-
-    @Option(name: declared("max-message", .listen).names, help: declared("max-message", .listen).argumentHelp)
-    var maxMessage = "16M"
-
-    @Flag(name: declared("compress", .listen).names, help: declared("compress", .listen).argumentHelp)
-    var compress = false
+    subscript<T>(dynamicMember shared: KeyPath<SessionFlags<ListenRole>, T>) -> T { session[keyPath: shared] }
 
     @Option(name: declared("tls-cert", .listen).names, help: declared("tls-cert", .listen).argumentHelp)
     var tlsCert: String?

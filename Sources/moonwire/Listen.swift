@@ -45,7 +45,7 @@ struct Listen: ParsableCommand {
         } catch {
             throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
         }
-        let maxBytes = try ArgumentValues.size(options.maxMessage, flag: "--max-message")
+        let maxBytes = try options.session.maxMessageBytes()
         var server = MessageServerOptions()
         server.maxMessage = maxBytes
         server.protocols = options.subprotocol
@@ -60,10 +60,9 @@ struct Listen: ParsableCommand {
         }
         switch target.kind {
         case .webSocket:
-            guard options.framing == nil else { throw ValidationError("--framing is for tcp:// and tls:// URLs; a WebSocket frames its messages itself") }
+            try options.session.checkWebSocket()
         case .tcp:
-            guard options.subprotocol.isEmpty, !options.compress else { throw ValidationError("--subprotocol and --compress are for ws:// URLs") }
-            server.framing = try ArgumentValues.framing(options.framing ?? "line", max: maxBytes)
+            server.framing = try options.session.tcpFraming(max: maxBytes)
         }
         return (target, server)
     }
