@@ -15,25 +15,15 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 
 import pexpect
-from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-MOONWIRE = sys.argv[1]
-DEADLINE = 30  # seconds: for any single wait (a loaded machine is slow, never this slow)
-HOME = tempfile.mkdtemp(prefix="moonwire-cli-")
+from harness import DEADLINE, HOME, MOONWIRE, check, env, in_thread, run_case, spawn, websocket_server
+
 ESC = re.escape
-
-
-def env(**extra):
-    e = dict(os.environ, HOME=HOME, TERM="xterm", COLUMNS="120", LINES="40")
-    e.pop("NO_COLOR", None)
-    e.update(extra)
-    return e
 
 
 class WebSocketServer:
@@ -42,7 +32,6 @@ class WebSocketServer:
 
     def __init__(self):
         self.events = queue.Queue()
-        ready = threading.Event()
 
         async def handler(ws):
             self.events.put(("headers", {k.lower(): v for k, v in ws.request.headers.raw_items()}))
@@ -70,15 +59,8 @@ class WebSocketServer:
             rcvd = ws.protocol.close_rcvd
             self.events.put(("close", rcvd.code if rcvd else None, rcvd.reason if rcvd else None))
 
-        async def main():
-            async with serve(handler, "127.0.0.1", 0) as server:
-                self.port = server.sockets[0].getsockname()[1]
-                ready.set()
-                await asyncio.Future()
-
-        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
-        assert ready.wait(DEADLINE), "the websockets server did not start"
-        self.url = f"ws://127.0.0.1:{self.port}/"
+        self.url = websocket_server(handler)
+        self.port = int(self.url.rsplit(":", 1)[1].strip("/"))
 
     def wait_for(self, kind):
         while True:
@@ -94,7 +76,6 @@ class UppercaseTCPServer:
     """Line-framed TCP: answers every line with it in capitals."""
 
     def __init__(self):
-        ready = threading.Event()
 
         async def handler(reader, writer):
             while line := await reader.readline():
@@ -102,21 +83,12 @@ class UppercaseTCPServer:
                 await writer.drain()
             writer.close()
 
-        async def main():
+        async def start():
             server = await asyncio.start_server(handler, "127.0.0.1", 0)
             self.port = server.sockets[0].getsockname()[1]
-            ready.set()
-            await asyncio.Future()
 
-        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
-        assert ready.wait(DEADLINE)
+        in_thread(start)
         self.url = f"tcp://127.0.0.1:{self.port}"
-
-
-def spawn(*args, **extra_env):
-    child = pexpect.spawn(MOONWIRE, list(args), env=env(**extra_env), encoding="utf-8", timeout=DEADLINE, dimensions=(40, 120))
-    child.logfile_read = sys.stdout
-    return child
 
 
 def run(*args, input="", **extra_env):
@@ -152,11 +124,6 @@ def ended(child):
     child.expect(pexpect.EOF)
     child.close()
     return child.exitstatus
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
 
 
 def free_port():
@@ -597,7 +564,6 @@ class FormatServer:
             loads, dumps, special, self.bad = msgpack.unpackb, msgpack.packb, msgpack.ExtType(5, b"ab"), b"\xc1"
         else:
             loads, dumps, special, self.bad = cbor2.loads, cbor2.dumps, cbor2.CBORTag(4000, 7), b"\xff"
-        ready = threading.Event()
 
         async def handler(ws):
             async for message in ws:
@@ -614,14 +580,7 @@ class FormatServer:
                     await ws.send(dumps({"got": value, "big": 2**63 - 1, "neg": -2**63, "raw": b"\x00\xff",
                                          "x": special, "empty": []}))
 
-        async def main():
-            async with serve(handler, "127.0.0.1", 0) as server:
-                self.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
-                ready.set()
-                await asyncio.Future()
-
-        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
-        assert ready.wait(DEADLINE), "the websockets server did not start"
+        self.url = websocket_server(handler)
 
     def value(self):
         return self.values.get(timeout=DEADLINE)
@@ -771,16 +730,4 @@ def case_formats_replay():
         server.wait()
 
 
-def main():
-    name = sys.argv[2]
-    try:
-        globals()["case_" + name]()
-    except (AssertionError, pexpect.ExceptionPexpect, subprocess.TimeoutExpired) as error:
-        print(f"\nFAILED {name}: {error}", flush=True)
-        sys.exit(1)
-    finally:
-        shutil.rmtree(HOME, ignore_errors=True)
-    print(f"\nPASSED {name}", flush=True)
-
-
-main()
+run_case(globals())

@@ -5,22 +5,13 @@ usage: python lua_repl.py MOONWIRE CASE      (run by LuaCommandTests.swift)
 Exits 0 when the case holds; otherwise prints what was expected and what was seen.
 Every wait has a deadline; nothing sleeps for an event that can be awaited.
 """
-import asyncio
-import os
 import queue
 import re
-import shutil
-import sys
-import tempfile
-import threading
 
 import pexpect
-from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-MOONWIRE = sys.argv[1]
-DEADLINE = 30  # seconds: for any single wait
-HOME = tempfile.mkdtemp(prefix="moonwire-lua-")
+from harness import DEADLINE, check, run_case, spawn, websocket_server
 
 
 class EchoServer:
@@ -28,7 +19,6 @@ class EchoServer:
 
     def __init__(self):
         self.closes = queue.Queue()
-        ready = threading.Event()
 
         async def handler(ws):
             try:
@@ -39,26 +29,11 @@ class EchoServer:
             rcvd = ws.protocol.close_rcvd
             self.closes.put(rcvd.code if rcvd else None)
 
-        async def main():
-            async with serve(handler, "127.0.0.1", 0) as server:
-                self.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
-                ready.set()
-                await asyncio.Future()
-
-        threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
-        assert ready.wait(DEADLINE), "the websockets server did not start"
+        self.url = websocket_server(handler)
 
 
-def spawn(*args):
-    env = dict(os.environ, HOME=HOME, TERM="xterm", COLUMNS="120", LINES="40")
-    child = pexpect.spawn(MOONWIRE, ["lua", *args], env=env, encoding="utf-8", timeout=DEADLINE, dimensions=(40, 120))
-    child.logfile_read = sys.stdout
-    return child
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
+def lua(*args):
+    return spawn("lua", *args)
 
 
 PROMPT = "\r\n> "
@@ -68,7 +43,7 @@ def case_tty_echo():
     """Connect at the prompt, send, see the echo printed by a handler; multi-line input;
     a message printed while a line is half typed; Ctrl-D exits 0 and closes with 1001."""
     server = EchoServer()
-    c = spawn()
+    c = lua()
     c.expect(re.escape("Lua 5.4"))
     c.expect("> ")
     c.sendline(f'c = mw.connect("{server.url}")')
@@ -121,7 +96,7 @@ def case_tty_interrupt():
     """Ctrl-C while a chunk waits or computes stops it with "interrupted!" and the prompt
     comes back, the connection still open; Ctrl-C at the prompt exits 130."""
     server = EchoServer()
-    c = spawn()
+    c = lua()
     c.expect("> ")
     c.sendline(f'c = mw.connect("{server.url}") c:wait_open(5)')
     c.expect(PROMPT)
@@ -151,16 +126,4 @@ def case_tty_interrupt():
     check(c.exitstatus == 130, f"exit status {c.exitstatus}, signal {c.signalstatus}")
 
 
-def main():
-    name = sys.argv[2]
-    try:
-        globals()["case_" + name]()
-    except (AssertionError, pexpect.ExceptionPexpect, queue.Empty) as error:
-        print(f"\nFAILED {name}: {error}", flush=True)
-        sys.exit(1)
-    finally:
-        shutil.rmtree(HOME, ignore_errors=True)
-    print(f"\nPASSED {name}", flush=True)
-
-
-main()
+run_case(globals())
