@@ -26,10 +26,10 @@ let targets: [String: (ByteBuffer) -> Void] = [
     "tcp-delimiter": { FramingFuzz.delimiter($0) },
     "tcp-fixed": { FramingFuzz.fixed($0) },
     "tcp-length": { FramingFuzz.length($0) },
-    "lua-json": { LuaJSONFuzz.run($0) },
-    "lua-msgpack": { LuaPackFuzz.msgpack.run($0) },
-    "lua-cbor": { LuaPackFuzz.cbor.run($0) },
-    "protobuf": { ProtobufFuzz.run($0) },
+    "lua-json": { LuaTargets.json.run($0) },
+    "lua-msgpack": { LuaTargets.msgpack.run($0) },
+    "lua-cbor": { LuaTargets.cbor.run($0) },
+    "protobuf": { LuaTargets.protobuf.run($0) },
 ]
 
 let selected: (ByteBuffer) -> Void = {
@@ -164,75 +164,21 @@ enum HTTPFuzz {
     }
 }
 
-/// mw.json (the native codec over json.lua's module, as the prelude builds it) in one Lua
-/// state for the whole run: lua_json.lua builds values from the input and checks the round
-/// trip, and decodes the input itself, each call also made with json.lua's codec (a second
-/// copy sharing null) and required to give the same result; a broken promise raises, and
-/// the error becomes a crash here.
-enum LuaJSONFuzz {
-    static let vm = LuaVM()
-    static let check: LuaReference = {
-        let lua = Self.vm.state
-        do {
-            mw_pushcfunction(lua.L, mw_json_install)
-            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
-            try lua.call(arguments: 0, results: 1)
-            try lua.call(arguments: 1, results: 1)
-            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
-            lua.getField("null", table: -2)
-            try lua.call(arguments: 1, results: 1)
-            try lua.load(source: PackageResources.lua_json_lua, chunkName: "@lua_json.lua")
-            mw_insert(lua.L, -3)
-            try lua.call(arguments: 2, results: 1)
-        } catch {
-            fatalError("lua-json: cannot load the target: \(error)")
-        }
-        let check = lua.reference()
-        lua.setTop(0)
-        mw_fuzz_lua_coverage(lua.L)
-        return check
-    }()
-
-    static func run(_ input: ByteBuffer) {
-        let lua = Self.vm.state
-        lua.push(Self.check)
-        input.withUnsafeReadableBytes { lua.push(bytes: $0) }
-        do {
-            try lua.call(arguments: 1, results: 0)
-        } catch {
-            fatalError("lua-json: \(error)")
-        }
-        mw_fuzz_lua_end_run(lua.L)
-    }
-}
-
-/// mw.msgpack or mw.cbor (as the prelude builds them, over mw.json's markers) in one Lua
-/// state for the whole run: lua_pack.lua decodes the input and checks that what decodes
-/// encodes, and that the encoding is a fixed point; a broken promise raises, and the
-/// error becomes a crash here.
-final class LuaPackFuzz {
-    static let msgpack = LuaPackFuzz(module: 1)
-    static let cbor = LuaPackFuzz(module: 2)
-
+/// A Lua target: one Lua state for the whole run, and in it the check function its
+/// `load` left on the stack. Each input goes to the check as a string; a broken promise
+/// raises, and the error becomes a crash here.
+final class LuaCheckTarget {
+    let name: String
     let vm = LuaVM()
     let check: LuaReference
 
-    /// `module`: 1 for mw.msgpack, 2 for mw.cbor (the results of host.pack_native).
-    init(module: Int32) {
+    init(_ name: String, load: (LuaState) throws -> Void) {
+        self.name = name
         let lua = vm.state
         do {
-            mw_pushcfunction(lua.L, mw_pack_install)
-            mw_pushcfunction(lua.L, mw_json_install)
-            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
-            try lua.call(arguments: 0, results: 1)
-            try lua.call(arguments: 1, results: 1)
-            try lua.call(arguments: 1, results: 2)
-            if module == 1 { lua.pop() } else { mw_insert(lua.L, -2); lua.pop() }
-            try lua.load(source: PackageResources.lua_pack_lua, chunkName: "@lua_pack.lua")
-            mw_insert(lua.L, -2)
-            try lua.call(arguments: 1, results: 1)
+            try load(lua)
         } catch {
-            fatalError("lua-pack: cannot load the target: \(error)")
+            fatalError("\(name): cannot load the target: \(error)")
         }
         check = lua.reference()
         lua.setTop(0)
@@ -246,50 +192,65 @@ final class LuaPackFuzz {
         do {
             try lua.call(arguments: 1, results: 0)
         } catch {
-            fatalError("lua-pack: \(error)")
+            fatalError("\(name): \(error)")
         }
         mw_fuzz_lua_end_run(lua.L)
     }
 }
 
-/// mw.protobuf (the native module under protobuf.lua, as the prelude builds it) in one
-/// Lua state for the whole run: lua_protobuf.lua decodes the input as one of the
-/// differential test's message types and checks the error or the round trip; a broken
-/// promise raises, and the error becomes a crash here. Run from the repository's root
-/// (scripts/fuzz.sh is), where the corpus .proto files are.
-enum ProtobufFuzz {
-    static let vm = LuaVM()
-    static let check: LuaReference = {
-        let lua = Self.vm.state
-        do {
-            try lua.load(source: MoonwireLua.PackageResources.protobuf_lua, chunkName: "@moonwire/protobuf.lua")
-            mw_pushcfunction(lua.L, mw_protobuf_open)
+enum LuaTargets {
+    /// mw.json (the native codec over json.lua's module, as the prelude builds it):
+    /// lua_json.lua builds values from the input and checks the round trip, and decodes the
+    /// input itself, each call also made with json.lua's codec (a second copy sharing null)
+    /// and required to give the same result.
+    static let json = LuaCheckTarget("lua-json") { lua in
+        mw_pushcfunction(lua.L, mw_json_install)
+        try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
+        try lua.call(arguments: 0, results: 1)
+        try lua.call(arguments: 1, results: 1)
+        try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
+        lua.getField("null", table: -2)
+        try lua.call(arguments: 1, results: 1)
+        try lua.load(source: PackageResources.lua_json_lua, chunkName: "@lua_json.lua")
+        mw_insert(lua.L, -3)
+        try lua.call(arguments: 2, results: 1)
+    }
+
+    static let msgpack = pack("lua-msgpack", module: 1)
+    static let cbor = pack("lua-cbor", module: 2)
+
+    /// mw.msgpack (`module` 1) or mw.cbor (2), the results of host.pack_native, as the
+    /// prelude builds them over mw.json's markers: lua_pack.lua decodes the input and
+    /// checks that what decodes encodes, and that the encoding is a fixed point.
+    static func pack(_ name: String, module: Int32) -> LuaCheckTarget {
+        LuaCheckTarget(name) { lua in
+            mw_pushcfunction(lua.L, mw_pack_install)
+            mw_pushcfunction(lua.L, mw_json_install)
+            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
             try lua.call(arguments: 0, results: 1)
             try lua.call(arguments: 1, results: 1)
-            try lua.load(source: PackageResources.lua_protobuf_lua, chunkName: "@lua_protobuf.lua")
+            try lua.call(arguments: 1, results: 2)
+            if module == 1 { lua.pop() } else { mw_insert(lua.L, -2); lua.pop() }
+            try lua.load(source: PackageResources.lua_pack_lua, chunkName: "@lua_pack.lua")
             mw_insert(lua.L, -2)
-            let corpus: String = "scripts/protobuf_diff"
-            lua.push(corpus)
-            try lua.call(arguments: 2, results: 1)
-        } catch {
-            fatalError("protobuf: cannot load the target: \(error)")
+            try lua.call(arguments: 1, results: 1)
         }
-        let check = lua.reference()
-        lua.setTop(0)
-        mw_fuzz_lua_coverage(lua.L)
-        return check
-    }()
+    }
 
-    static func run(_ input: ByteBuffer) {
-        let lua = Self.vm.state
-        lua.push(Self.check)
-        input.withUnsafeReadableBytes { lua.push(bytes: $0) }
-        do {
-            try lua.call(arguments: 1, results: 0)
-        } catch {
-            fatalError("protobuf: \(error)")
-        }
-        mw_fuzz_lua_end_run(lua.L)
+    /// mw.protobuf (the native module under protobuf.lua, as the prelude builds it):
+    /// lua_protobuf.lua decodes the input as one of the differential test's message types
+    /// and checks the error or the round trip. Run from the repository's root (scripts/fuzz.sh
+    /// is), where the corpus .proto files are.
+    static let protobuf = LuaCheckTarget("protobuf") { lua in
+        try lua.load(source: MoonwireLua.PackageResources.protobuf_lua, chunkName: "@moonwire/protobuf.lua")
+        mw_pushcfunction(lua.L, mw_protobuf_open)
+        try lua.call(arguments: 0, results: 1)
+        try lua.call(arguments: 1, results: 1)
+        try lua.load(source: PackageResources.lua_protobuf_lua, chunkName: "@lua_protobuf.lua")
+        mw_insert(lua.L, -2)
+        let corpus: String = "scripts/protobuf_diff"
+        lua.push(corpus)
+        try lua.call(arguments: 2, results: 1)
     }
 }
 
