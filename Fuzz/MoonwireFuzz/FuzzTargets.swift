@@ -199,15 +199,20 @@ final class LuaCheckTarget {
 }
 
 enum LuaTargets {
+    /// Pushes mw.json as the prelude builds it: the native codec installed over json.lua's module.
+    static func pushJSON(_ lua: LuaState) throws {
+        mw_pushcfunction(lua.L, mw_json_install)
+        try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
+        try lua.call(arguments: 0, results: 1)
+        try lua.call(arguments: 1, results: 1)
+    }
+
     /// mw.json (the native codec over json.lua's module, as the prelude builds it):
     /// lua_json.lua builds values from the input and checks the round trip, and decodes the
     /// input itself, each call also made with json.lua's codec (a second copy sharing null)
     /// and required to give the same result.
     static let json = LuaCheckTarget("lua-json") { lua in
-        mw_pushcfunction(lua.L, mw_json_install)
-        try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
-        try lua.call(arguments: 0, results: 1)
-        try lua.call(arguments: 1, results: 1)
+        try pushJSON(lua)
         try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
         lua.getField("null", table: -2)
         try lua.call(arguments: 1, results: 1)
@@ -225,10 +230,7 @@ enum LuaTargets {
     static func pack(_ name: String, module: Int32) -> LuaCheckTarget {
         LuaCheckTarget(name) { lua in
             mw_pushcfunction(lua.L, mw_pack_install)
-            mw_pushcfunction(lua.L, mw_json_install)
-            try lua.load(source: MoonwireLua.PackageResources.json_lua, chunkName: "@moonwire/json.lua")
-            try lua.call(arguments: 0, results: 1)
-            try lua.call(arguments: 1, results: 1)
+            try pushJSON(lua)
             try lua.call(arguments: 1, results: 2)
             if module == 1 { lua.pop() } else { mw_insert(lua.L, -2); lua.pop() }
             try lua.load(source: PackageResources.lua_pack_lua, chunkName: "@lua_pack.lua")
