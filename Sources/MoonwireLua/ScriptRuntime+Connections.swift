@@ -140,17 +140,20 @@ extension ScriptRuntime {
     /// could not decode.
     @inline(__always)
     func dispatchMessage(_ message: ByteBuffer, kind: MessageKind, for s: LuaSession) {
-        if let route = s.route, let handle = s.handle, !finished {
-            lua.push(route)
-            lua.push(handle)
-            let n = lua.pushMessage(message, kind: kind, codec: s.codec)
-            if n == 2 {
-                callIntoLua(arguments: 3)
-                return
-            }
-            lua.pop(n + 2)
+        guard let route = s.route, let handle = s.handle, !finished else {
+            return dispatch(.message, for: s) { lua in lua.pushMessage(message, kind: kind, codec: s.codec) }
         }
-        dispatch(.message, for: s) { lua in lua.pushMessage(message, kind: kind, codec: s.codec) }
+        lua.push(route)
+        lua.push(handle)
+        let n = lua.pushMessage(message, kind: kind, codec: s.codec)
+        if n != 2 {
+            // Not decoded (the error and the raw message came with it): events.message
+            // reports it, with what is pushed already, in the route's place.
+            guard let dispatcher = connectionEvents[ConnectionEvent.message.rawValue] else { return lua.pop(n + 2) }
+            lua.push(dispatcher)
+            mw_replace(lua.L, -(n + 3))
+        }
+        callIntoLua(arguments: 1 + n)
     }
 
     /// Calls one of the prelude's dispatchers with an object's handle and what `push`
