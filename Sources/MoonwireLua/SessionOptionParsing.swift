@@ -124,35 +124,80 @@ public enum HeartbeatOption {
         return .dropSilentPeers(after: .seconds(timeout), ping: webSocket)
     }
 
-    /// `heartbeat`: absent (nil), `false` (off), or a table over the defaults. What Swift
-    /// cannot hold or check, the prelude has described: `message`, `reply` and a function
-    /// `kind` are `{ type = type(v), quoted =, pattern_error = }` (it keeps the values).
+    /// What the fields of a `heartbeat` table said, before the role's rules
+    /// (``client(interval:timeout:message:reply:)``, ``server(interval:timeout:webSocket:)``)
+    /// make a configuration of them.
+    struct Given {
+        let role: SessionOption.Role
+        var interval: Double?
+        var timeout: Double?
+        var message = false
+        var reply = false
+
+        /// A client's field given to a server's heartbeat is refused.
+        func clientOnly(_ field: String, _ t: inout LuaOptionTable) throws(LuaArgumentError) {
+            guard role == .listen else { return }
+            throw t.error(field, "a server's heartbeat has no message: it pings WebSocket peers and drops silent ones")
+        }
+    }
+
+    /// The fields of `heartbeat`, in the docs' order. What Swift cannot hold or check, the
+    /// prelude has described: `message`, `reply` and a function `kind` arrive as
+    /// `{ type = type(v), quoted =, pattern_error = }` (it keeps the values). A server's
+    /// heartbeat takes `interval` and `timeout` only.
+    static let fields: [OptionField<Given>] = {
+        let defaults = HeartbeatMonitor.Configuration()
+        let kinds = ["text", "binary"]
+        return [
+            OptionField(
+                "interval", .seconds, doc: "seconds of silence before a probe",
+                defaultText: "\(defaults.interval.secondsText) (a server: none, see `timeout`)"
+            ) { h, v, _ in h.interval = v.double },
+            OptionField(
+                "timeout", .seconds, doc: "seconds the probe's answer may take",
+                defaultText: defaults.timeout.secondsText
+            ) { h, v, _ in h.timeout = v.double },
+            OptionField(
+                "message", .custom("string or function", lua: "string|fun(): string"),
+                doc: "the probe (a function returns it), sent as it is, not through the codec; without it, a WebSocket ping. A client's only",
+                defaultText: "none: a ping"
+            ) { h, _, t throws(LuaArgumentError) in
+                try h.clientOnly("message", &t)
+                h.message = try described(&t, "message", expected: "string or function")
+            },
+            OptionField(
+                "reply", .custom("Lua pattern or function", lua: "string|fun(msg: any): boolean"),
+                doc: "a Lua pattern matched against the message as received, or a function `fn(msg) -> bool` given it after the codec: only a matching message answers the probe, and it is consumed. Needs `message`",
+                defaultText: "none: any message answers"
+            ) { h, _, t throws(LuaArgumentError) in
+                try h.clientOnly("reply", &t)
+                h.reply = try described(&t, "reply", expected: "Lua pattern or function", pattern: true)
+            },
+            OptionField(
+                "kind", .custom(kinds.map { "`\"\($0)\"`" }.joined(separator: " \\| "), lua: "mw.Kind"),
+                doc: "the probe's kind. A client's only",
+                defaultText: "the connection's `kind`, else text when the message is valid UTF-8"
+            ) { h, v, t throws(LuaArgumentError) in
+                try h.clientOnly("kind", &t)
+                if case .raw(.table(let description)) = v, case .string(let type)? = description[.text("type")] {
+                    throw t.error("kind", "\(LuaOptionTable.alternatives(kinds)) expected, got \(String(decoding: type, as: UTF8.self))")
+                }
+                _ = try t.choice("kind", kinds)
+            },
+        ]
+    }()
+
+    /// `heartbeat`: absent (nil), `false` (off), or a table over the defaults (``fields``).
     static func parse(_ t: inout LuaOptionTable, key: String = "heartbeat", role: SessionOption.Role, webSocket: Bool) throws(LuaArgumentError) -> (value: HeartbeatMonitor.Configuration?, Void)? {
         if case .boolean(false) = t.raw(key) { return (nil, ()) }
         guard var h = try t.table(key) else { return nil }
-        let interval = try h.seconds("interval")
-        let timeout = try h.seconds("timeout")
-        var message = false, reply = false
-        switch role {
-        case .connect:
-            message = try described(&h, "message", expected: "string or function")
-            reply = try described(&h, "reply", expected: "Lua pattern or function", pattern: true)
-            let kinds = ["text", "binary"]
-            if case .table(let description) = h.raw("kind"), case .string(let type)? = description[.text("type")] {
-                throw h.error("kind", "\(LuaOptionTable.alternatives(kinds)) expected, got \(String(decoding: type, as: UTF8.self))")
-            }
-            _ = try h.choice("kind", kinds)
-        case .listen:
-            for field in ["message", "reply", "kind"] where h.raw(field) != .nil {
-                throw h.error(field, "a server's heartbeat has no message: it pings WebSocket peers and drops silent ones")
-            }
-        }
-        try h.finish()
+        var given = Given(role: role)
+        try OptionField.read(fields, from: &h, into: &given)
         let configuration: HeartbeatMonitor.Configuration
         do throws(Misuse) {
             switch role {
-            case .connect: configuration = try client(interval: interval, timeout: timeout, message: message, reply: reply)
-            case .listen: configuration = try server(interval: interval, timeout: timeout, webSocket: webSocket)
+            case .connect: configuration = try client(interval: given.interval, timeout: given.timeout, message: given.message, reply: given.reply)
+            case .listen: configuration = try server(interval: given.interval, timeout: given.timeout, webSocket: webSocket)
             }
         } catch {
             throw h.error(error.field, error.message)

@@ -380,7 +380,7 @@ public enum OptionDeclarations {
         SessionOption(
             name: "heartbeat", type: .custom("table or `false`", lua: "mw.Heartbeat|false"),
             connect: Connect(
-                doc: "`{ interval, timeout, message, reply, kind }`, or `false`; see *Heartbeats*",
+                doc: "\(HeartbeatOption.fields.shape()), or `false`; see *Heartbeats*",
                 defaultText: "`{ interval = 30, timeout = 10 }` (off for TCP)"
             ) { o, _, t throws(LuaArgumentError) in
                 guard let heartbeat = try HeartbeatOption.parse(&t, role: .connect, webSocket: !o.isTCP) else { return }
@@ -393,7 +393,8 @@ public enum OptionDeclarations {
                 guard let heartbeat = try HeartbeatOption.parse(&t, role: .listen, webSocket: o.webSocket) else { return }
                 o.server.heartbeat = heartbeat.value
             },
-            flags: [Flag(name: "heartbeat", short: nil, commands: [.connect], path: "heartbeat.interval", help: "Ping after this much silence.", valueName: "seconds")]
+            flags: [Flag(name: "heartbeat", short: nil, commands: [.connect], path: "heartbeat.interval", help: "Ping after this much silence.", valueName: "seconds")],
+            fields: HeartbeatOption.fields.docs()
         ),
         SessionOption(
             name: "ready", type: .choice(["open", "manual"]),

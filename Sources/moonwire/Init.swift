@@ -80,7 +80,7 @@ struct Defs: ParsableCommand {
     @Flag(help: "Print each declared function's parameter count instead (`mw.spawn 1+`).")
     var parameters = false
 
-    @Flag(help: "Print the option tables of mw.connect and mw.listen and the fields of their table options (reconnect, queue, tls), as docs/scripting.md has them.")
+    @Flag(help: "Print the option tables of mw.connect and mw.listen and the fields of their table options (tls, heartbeat, reconnect, queue), as docs/scripting.md has them.")
     var options = false
 
     @Flag(help: "Print the connect and listen flags the options declare (`connect --max-message max_message`).")

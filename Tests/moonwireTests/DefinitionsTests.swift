@@ -124,16 +124,17 @@ import Testing
         #expect(clean.status == 0, "\(clean.stderr)")
     }
 
-    /// The option tables of mw.connect and mw.listen (and the fields of reconnect, queue, tls) in docs/scripting.md are the ones
+    /// The option tables of mw.connect and mw.listen (and the fields of tls, heartbeat, reconnect, queue) in docs/scripting.md are the ones
     /// the declarations give (`moonwire defs --options`); scripts/option_docs.py writes them.
     @Test func optionTablesInTheDocsAreTheDeclarations() throws {
         let generated = try CommandRunner.run("defs", "--options")
         #expect(generated.status == 0, "\(generated.stderr)")
         let blocks = generated.stdout.components(separatedBy: "<!-- /options -->\n").filter { !$0.isEmpty }.map { $0 + "<!-- /options -->\n" }
-        // mw.connect's and mw.listen's options, then the fields of reconnect, queue and tls
-        #expect(blocks.count == 5, "\(generated.stdout)")
+        // mw.connect's and mw.listen's options, then the fields of tls, heartbeat, reconnect and queue
+        #expect(blocks.count == 6, "\(generated.stdout)")
         #expect(blocks.prefix(2).allSatisfy { $0.contains("| `framing` |") && $0.contains("| `heartbeat` |") }, "\(generated.stdout)")
         #expect(blocks.contains { $0.contains("<!-- options: reconnect -->") && $0.contains("| `stop_codes` |") }, "\(generated.stdout)")
+        #expect(blocks.contains { $0.contains("<!-- options: heartbeat -->") && $0.contains("| `reply` |") }, "\(generated.stdout)")
         let doc = try String(contentsOf: CommandRunner.packageRoot.appendingPathComponent("docs/scripting.md"), encoding: .utf8)
         for block in blocks {
             let marker = block.prefix { $0 != "\n" }

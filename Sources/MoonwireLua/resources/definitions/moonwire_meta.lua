@@ -8,15 +8,8 @@
 ---@alias mw.Kind "text"|"binary"
 ---@alias mw.Match string|table|fun(msg: any, kind: mw.Kind): any
 
----@class mw.Heartbeat
----@field interval? number seconds of silence before a probe
----@field timeout? number seconds the probe's answer may take
----@field message? string|fun(): string the probe (sent as it is, not through the codec); default a WebSocket ping
----@field reply? string|fun(msg: any): boolean a Lua pattern or a function recognising the answer (consumed)
----@field kind? mw.Kind the probe's kind
-
 -- @options: mw.ConnectOptions, mw.ListenOptions and the fields of their table options
--- (mw.Reconnect, mw.Queue, mw.Tls) go here, made from the options' declarations.
+-- (mw.Tls, mw.Heartbeat, mw.Reconnect, mw.Queue) go here, made from the options' declarations.
 
 ---@class mw.AutoReplyRule
 ---@field match string|fun(msg: any, kind: mw.Kind): any
