@@ -651,6 +651,11 @@ lua_State *mw_newstate(void) {
     *(mw_guard **)lua_getextraspace(L) = g;
     lua_atpanic(L, panic);
     lua_setwarnf(L, warn_to_stderr, g);
+    /* The collector of the `lua5.4` interpreter (lua.c): generational. Incremental (a new
+     * state's default) falls behind a script that makes many short-lived objects with
+     * finalizers, a timer handle per mw.after or mw.sleep among them: 100 000 timers a
+     * second grew the heap by tens of MB a second, without bound, until a full collection. */
+    lua_gc(L, LUA_GCGEN, 0, 0);
     return L;
 }
 

@@ -39,7 +39,12 @@ extension ScriptRuntime {
         lua.pushValue(2)
         timer.callback = lua.reference()
         timer.handle = lua.pushHandle(object: timer, class: LuaTimer.className)
-        let delay = TimeAmount.nanoseconds(Int64(seconds * 1e9))
+        // Rounded up to a whole nanosecond, so that a timer never fires before the time
+        // asked for: `mw.after(t - mw.now(), f)` finds `mw.now() >= t` in f. Truncated, a
+        // delay of a fraction of a nanosecond was zero, and under --virtual-time, where the
+        // clock stands still between timers, a script waiting for `t` so (mw.rate's
+        // schedule) asked again for ever.
+        let delay = TimeAmount.nanoseconds(Int64((seconds * 1e9).rounded(.up)))
         timer.scheduler = timers
         // Holds the runtime until it fires for the last time or is cancelled (`finish`
         // cancels every timer): a pending timer keeps the script alive anyway.

@@ -8,6 +8,25 @@ describe("the virtual clock", function()
     assert.is_true(mw.virtual_time())
   end)
 
+  it("reaches mw.rate's starts while its calls sleep", function()
+    -- Ten starts 0.1 s apart, each call sleeping 0.25 s, so that calls overlap. The
+    -- schedule's times are sums of fractions (0.30000000000000004), which the clock,
+    -- counting whole nanoseconds, must still reach (a timer's delay rounds up).
+    local starts, ended = {}, 0
+    local t0 = mw.now()
+    local result = mw.rate({ rate = 10, duration = 1, fn = function(i)
+      starts[i] = mw.now() - t0
+      mw.sleep(0.25)
+      ended = ended + 1
+    end })
+    assert.are.same({ started = 10, missed = 0 }, result)
+    assert.are.equal(10, ended)
+    for i = 1, 10 do
+      assert.is_true(math.abs(starts[i] - (i - 1) / 10) < 1e-6, ("start %d at %.9f s"):format(i, starts[i]))
+    end
+    assert.is_true(math.abs(mw.now() - t0 - 1.15) < 1e-6)
+  end)
+
   it("runs timers in deadline order, then sleeps exactly", function()
     local t0, seen = mw.now(), {}
     mw.after(3, function() seen[#seen + 1] = "after 3 at " .. (mw.now() - t0) end)
