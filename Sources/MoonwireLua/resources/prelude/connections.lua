@@ -5,6 +5,7 @@ local host, prelude = ...
 local mw, user_level, bad_argument, running_coroutine = prelude.mw, prelude.user_level, prelude.bad_argument, prelude.running_coroutine
 local resume, resumed, waiting_in, session_of = prelude.resume, prelude.resumed, prelude.waiting_in, prelude.session_of
 local NONE, append, state_lookup, define_handlers = prelude.NONE, prelude.append, prelude.state_lookup, prelude.define_handlers
+local queue = prelude.queue
 
 -- codec = "json", "msgpack" or "cbor" (host.native_codecs): mw.json, mw.msgpack or
 -- mw.cbor in native code, which Swift runs on the message's bytes (decode) and into
@@ -403,17 +404,16 @@ local function matcher(match, argn, fname, allow_any)
   error(("bad argument #%d to '%s' (function, Lua pattern or table expected, got %s)"):format(argn, fname, t), user_level(3))
 end
 
--- The inbox: a queue with head and tail indexes (table.remove(t, 1) would move
--- every message each time).
+-- The inbox: the prelude's queue, made at the first message kept, without a limit
+-- (reading pauses at INBOX_LIMIT instead).
 local function inbox_push(st, item)
   local q = st.inbox
   if q == NONE then
-    q = { head = 1, tail = 0 }
+    q = queue()
     st.inbox = q
   end
-  q.tail = q.tail + 1
-  q[q.tail] = item
-  return q.tail - q.head + 1
+  q:push(item)
+  return q:count()
 end
 
 local raw_pause_reading = methods._pause_reading
@@ -421,7 +421,7 @@ methods._pause_reading = nil
 
 -- Reading resumes once the script took half of what paused it.
 local function inbox_taken(self, st, q)
-  if st.paused and q.tail - q.head + 1 <= INBOX_LIMIT // 2 then
+  if st.paused and q:count() <= INBOX_LIMIT // 2 then
     st.paused = false
     raw_pause_reading(self, false)
   end
@@ -429,11 +429,9 @@ end
 
 local function inbox_pop(self, st)
   local q = st.inbox
-  if q == NONE or q.head > q.tail then return nil end
-  local item = q[q.head]
-  q[q.head] = nil
-  q.head = q.head + 1
-  inbox_taken(self, st, q)
+  if q == NONE then return nil end
+  local item = q:pop()
+  if item then inbox_taken(self, st, q) end
   return item
 end
 
@@ -441,16 +439,9 @@ end
 local function inbox_take(self, st, match)
   local q = st.inbox
   if q == NONE then return nil end
-  for i = q.head, q.tail do
-    local item = q[i]
-    if not item.failed and match(item[1], item[2]) then
-      table.move(q, i + 1, q.tail, i)
-      q[q.tail] = nil
-      q.tail = q.tail - 1
-      inbox_taken(self, st, q)
-      return item
-    end
-  end
+  local item = q:take(function(kept) return not kept.failed and match(kept[1], kept[2]) end)
+  if item then inbox_taken(self, st, q) end
+  return item
 end
 
 function methods.receive(self, timeout)

@@ -15,56 +15,9 @@ package.cpath = host.lua_cpath .. package.cpath
 -- the helpers they share (`kit`), so that none keeps a copy: the prelude's misuse at
 -- the user's line, the check that the caller may wait (before the call's side
 -- effects), resume for the coroutines it keeps (they report errors as mw.spawn's
--- do), waiters in a list; and the bounded inbox, option checks, handler lists and
--- URL escaping below. Their waits are mw.future's (wait_next: the next time).
+-- do), waiters in a list, the bounded inbox (the prelude's queue, as a connection's
+-- inbox is); and the option checks, handler lists and URL escaping below. Their waits are mw.future's (wait_next: the next time).
 local misuse = prelude.misuse
-
--- A bounded inbox: what nobody took yet, oldest first. A push into a full one
--- drops the oldest, counts it (q.dropped) and returns true, for the module to say so.
-local Inbox = {}
-Inbox.__index = Inbox
-
-local function inbox(limit)
-  return setmetatable({ head = 1, tail = 0, limit = limit, dropped = 0 }, Inbox)
-end
-
-function Inbox:count() return self.tail - self.head + 1 end
-
-function Inbox:push(item)
-  local dropped = false
-  if self.tail - self.head + 1 >= self.limit then
-    self[self.head] = nil
-    self.head = self.head + 1
-    self.dropped = self.dropped + 1
-    dropped = true
-  end
-  self.tail = self.tail + 1
-  self[self.tail] = item
-  return dropped
-end
-
--- The oldest item, taken out, or nil.
-function Inbox:pop()
-  local head = self.head
-  if head > self.tail then return nil end
-  local item = self[head]
-  self[head] = nil
-  self.head = head + 1
-  return item
-end
-
--- The oldest item that `match` accepts, taken out, or nil.
-function Inbox:take(match)
-  for i = self.head, self.tail do
-    local item = self[i]
-    if match(item) then
-      table.move(self, i + 1, self.tail, i)
-      self[self.tail] = nil
-      self.tail = self.tail - 1
-      return item
-    end
-  end
-end
 
 -- A module's options table: nil is {}, a key not in `known` is misuse.
 local function check_options(opts, known, fname, argn)
@@ -130,7 +83,7 @@ local kit = {
   fire_next = fire_next,
   url_escape = url_escape,
   url_unescape = url_unescape,
-  inbox = inbox,
+  inbox = prelude.queue,
   check_options = check_options,
   positive = positive,
   define_handlers = define_handlers,

@@ -150,6 +150,55 @@ end
 -- built on it, so that every wait goes through `resume` (an error in the woken
 -- code is reported once, with its own traceback; an abandoned test stays
 -- abandoned) and names itself in waiting_in ("timed out ... waiting in cp:call").
+-- A queue, oldest first, with head and tail indexes (table.remove(t, 1) would
+-- move every item each time): a connection's inbox, and a module's (kit.inbox).
+-- With a limit, a push into a full one drops the oldest, counts it (q.dropped) and
+-- returns true, for the owner to say so; without one it never drops.
+local Queue = {}
+Queue.__index = Queue
+
+local function queue(limit)
+  return setmetatable({ head = 1, tail = 0, limit = limit, dropped = 0 }, Queue)
+end
+
+function Queue:count() return self.tail - self.head + 1 end
+
+function Queue:push(item)
+  local dropped = false
+  if self.limit and self.tail - self.head + 1 >= self.limit then
+    self[self.head] = nil
+    self.head = self.head + 1
+    self.dropped = self.dropped + 1
+    dropped = true
+  end
+  self.tail = self.tail + 1
+  self[self.tail] = item
+  return dropped
+end
+
+-- The oldest item, taken out, or nil.
+function Queue:pop()
+  local head = self.head
+  if head > self.tail then return nil end
+  local item = self[head]
+  self[head] = nil
+  self.head = head + 1
+  return item
+end
+
+-- The oldest item that `match` accepts, taken out, or nil.
+function Queue:take(match)
+  for i = self.head, self.tail do
+    local item = self[i]
+    if match(item) then
+      table.move(self, i + 1, self.tail, i)
+      self[self.tail] = nil
+      self.tail = self.tail - 1
+      return item
+    end
+  end
+end
+
 local Future = {}
 Future.__index = Future
 Future.__name = "moonwire.future"
@@ -308,3 +357,4 @@ prelude.check_endpoint = check_endpoint
 prelude.wait_listed, prelude.wake_listed = wait_listed, wake_listed
 prelude.abandoned, prelude.waiting_in, prelude.session_of = abandoned, waiting_in, session_of
 prelude.NONE, prelude.append, prelude.state_lookup, prelude.define_handlers = NONE, append, state_lookup, define_handlers
+prelude.queue = queue
