@@ -57,9 +57,12 @@ extension ScriptRuntime {
         },
         // For the prelude's reroute (prelude/connections.lua): the function the session's
         // messages go straight to, or false for events.message. A session that ended
-        // keeps none (its references went with it).
+        // keeps none (its references went with it); nor does one whose userdata Lua has
+        // finalized, which a weak table (a server's peers) lists until the next collection.
         LuaFunction("_route", shownAs: ":on_message") { rt, args in
-            let s = try rt.session(args)
+            guard let s = args.lua.object(at: args.index(0), class: LuaConnection.className, as: LuaSession.self)
+                ?? args.lua.object(at: args.index(0), class: LuaPeer.className, as: LuaSession.self)
+            else { return 0 }
             if let route = s.route { args.lua.release(route) }
             s.route = nil
             if s.handle != nil, args.lua.type(at: args.index(1)) == LUA_TFUNCTION {

@@ -162,8 +162,10 @@ local close_connection = methods.close
 local function end_session(session)
   local closed = 0
   for c in pairs(session.conns) do
-    local state = raw_state(c)
-    if state ~= "closed" and state ~= "closing" then
+    -- One Lua has finalized (it ended and nothing held it) stays in this weak set
+    -- until the next collection, and has nothing left to close.
+    local alive, state = pcall(raw_state, c)
+    if alive and state ~= "closed" and state ~= "closing" then
       close_connection(c, 1000, "session ended")
       closed = closed + 1
     end

@@ -121,3 +121,25 @@ describe("a server's on_message", function()
     assert.are.same({ "hi" }, heard)
   end)
 end)
+
+describe("a server's peer that Lua already finalized", function()
+  it("is passed over when the server's handlers change", function()
+    -- A peer that ended and that nothing holds is finalized at the next collection,
+    -- while the server's weak set of peer states lists it until the one after.
+    local server = assert(mw.listen("ws://127.0.0.1:0/"))
+    local gone = mw.future()
+    server:on_message(function(peer, m) peer:send(m) end)
+    server:on_close(function() gone:set(true) end)
+    do
+      local c = mw.connect(server:url())
+      assert(c:wait_open(5))
+      c:close()
+    end
+    assert.is_true(gone:wait(5))
+    collectgarbage()
+    server:on_message(function() end)
+    local c = mw.connect(server:url())
+    assert(c:wait_open(5))
+    assert.are.equal("hi", c:request("hi", "^hi$", 5))
+  end)
+end)
