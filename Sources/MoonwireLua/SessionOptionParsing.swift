@@ -157,22 +157,16 @@ public enum HeartbeatOption {
                 "timeout", .seconds, doc: "seconds the probe's answer may take",
                 defaultText: defaults.timeout.secondsText
             ) { h, v, _ in h.timeout = v.double },
-            OptionField(
-                "message", .custom("string or function", lua: "string|fun(): string"),
+            describedField(
+                "message", expected: "string or function", lua: "string|fun(): string", into: \.message,
                 doc: "the probe (a function returns it), sent as it is, not through the codec; without it, a WebSocket ping. A client's only",
                 defaultText: "none: a ping"
-            ) { h, _, t throws(LuaArgumentError) in
-                try h.clientOnly("message", &t)
-                h.message = try described(&t, "message", expected: "string or function")
-            },
-            OptionField(
-                "reply", .custom("Lua pattern or function", lua: "string|fun(msg: any): boolean"),
+            ),
+            describedField(
+                "reply", expected: "Lua pattern or function", lua: "string|fun(msg: any): boolean", pattern: true, into: \.reply,
                 doc: "a Lua pattern matched against the message as received, or a function `fn(msg) -> bool` given it after the codec: only a matching message answers the probe, and it is consumed. Needs `message`",
                 defaultText: "none: any message answers"
-            ) { h, _, t throws(LuaArgumentError) in
-                try h.clientOnly("reply", &t)
-                h.reply = try described(&t, "reply", expected: "Lua pattern or function", pattern: true)
-            },
+            ),
             OptionField(
                 "kind", .custom(kinds.map { "`\"\($0)\"`" }.joined(separator: " \\| "), lua: "mw.Kind"),
                 doc: "the probe's kind. A client's only",
@@ -186,6 +180,18 @@ public enum HeartbeatOption {
             },
         ]
     }()
+
+    /// A client's field the prelude described (`message`, `reply`): given or not, checked
+    /// against what it may be (`expected`, and with `pattern` a Lua pattern that compiles).
+    private static func describedField(
+        _ name: String, expected: String, lua: String, pattern: Bool = false, into given: WritableKeyPath<Given, Bool>,
+        doc: String, defaultText: String
+    ) -> OptionField<Given> {
+        OptionField(name, .custom(expected, lua: lua), doc: doc, defaultText: defaultText) { h, _, t throws(LuaArgumentError) in
+            try h.clientOnly(name, &t)
+            h[keyPath: given] = try described(&t, name, expected: expected, pattern: pattern)
+        }
+    }
 
     /// `heartbeat`: absent (nil), `false` (off), or a table over the defaults (``fields``).
     static func parse(_ t: inout LuaOptionTable, key: String = "heartbeat", role: SessionOption.Role, webSocket: Bool) throws(LuaArgumentError) -> (value: HeartbeatMonitor.Configuration?, Void)? {
