@@ -60,9 +60,7 @@ extension ScriptRuntime {
         // keeps none (its references went with it); nor does one whose userdata Lua has
         // finalized, which a weak table (a server's peers) lists until the next collection.
         LuaFunction("_route", shownAs: ":on_message") { rt, args in
-            guard let s = args.lua.object(at: args.index(0), class: LuaConnection.className, as: LuaSession.self)
-                ?? args.lua.object(at: args.index(0), class: LuaPeer.className, as: LuaSession.self)
-            else { return 0 }
+            guard let s = rt.liveSession(args) else { return 0 }
             if let route = s.route { args.lua.release(route) }
             s.route = nil
             if s.handle != nil, args.lua.type(at: args.index(1)) == LUA_TFUNCTION {
@@ -80,8 +78,15 @@ extension ScriptRuntime {
 
     /// `self` of a method both roles have: a connection or a peer.
     func session(_ args: LuaArguments) throws(LuaArgumentError) -> LuaSession {
-        if let c = args.lua.object(at: args.index(0), class: LuaConnection.className, as: LuaSession.self) { return c }
+        if let s = liveSession(args) { return s }
         return try args.object(class: LuaPeer.className, expected: args.function.hasPrefix("peer") ? "peer" : LuaConnection.typeName)
+    }
+
+    /// ``session(_:)``, or nil where that raises: `self` is no session, or one whose
+    /// userdata Lua has finalized.
+    func liveSession(_ args: LuaArguments) -> LuaSession? {
+        args.lua.object(at: args.index(0), class: LuaConnection.className, as: LuaSession.self)
+            ?? args.lua.object(at: args.index(0), class: LuaPeer.className, as: LuaSession.self)
     }
 
     /// ``session(_:)`` for the length of `body`, not retained: for the methods called per message.
