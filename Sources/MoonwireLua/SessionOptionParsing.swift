@@ -168,7 +168,7 @@ public enum HeartbeatOption {
                 defaultText: "none: any message answers"
             ),
             OptionField(
-                "kind", .custom(kinds.map { "`\"\($0)\"`" }.joined(separator: " \\| "), lua: "mw.Kind"),
+                "kind", .custom(OptionType.choice(kinds).docText, lua: "mw.Kind"),
                 doc: "the probe's kind. A client's only",
                 defaultText: "the connection's `kind`, else text when the message is valid UTF-8"
             ) { h, v, t throws(LuaArgumentError) in
