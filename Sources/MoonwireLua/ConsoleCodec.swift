@@ -27,6 +27,7 @@ public final class ConsoleCodec {
     private let vm = LuaVM()
     private let show: LuaReference
     private let encodeLine: LuaReference
+    private let valueJSON: LuaReference
 
     /// Sets up `format` (loading the `.proto` files for protobuf); throws the reason in words.
     public init(_ format: Format) throws(LuaError) {
@@ -50,12 +51,13 @@ public final class ConsoleCodec {
             }
         }
         lua.push(type)
-        try lua.call(arguments: 4, results: 2)
-        if lua.type(at: -2) == LUA_TNIL {
-            let reason = lua.string(at: -1) ?? "cannot set up the codec"
+        try lua.call(arguments: 4, results: 3)
+        if lua.type(at: -3) == LUA_TNIL {
+            let reason = lua.string(at: -2) ?? "cannot set up the codec"
             lua.setTop(0)
             throw .runtime(reason)
         }
+        valueJSON = lua.reference()
         encodeLine = lua.reference()
         show = lua.reference()
     }
@@ -63,6 +65,13 @@ public final class ConsoleCodec {
     /// A received message as text (the decoded message), or why it does not decode.
     public func text(of bytes: [UInt8]) -> Result<String, ConsoleCodecError> {
         call(show, bytes).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A message's decoded value as JSON text (what JSON cannot hold, such as a byte
+    /// string, as the text ``text(of:)`` gives it), or why it does not decode or is
+    /// not JSON: what `replay --serve/--client` matches binary messages by.
+    public func json(of bytes: [UInt8]) -> Result<[UInt8], ConsoleCodecError> {
+        call(valueJSON, bytes)
     }
 
     /// A typed line (JSON, or a Lua value constructor) as the message's bytes, or why

@@ -39,7 +39,8 @@ struct Replay: ParsableCommand {
             --generate-test -o F   write a test file for 'moonwire test'
             --from-har H -o F      import a browser's HAR export (no FILE)
 
-            JSON messages match as values; --ignore leaves fields out (id anywhere, \
+            JSON messages match as values, and so do binary ones with --msgpack, --cbor \
+            or --proto F --type T (else byte for byte); --ignore leaves fields out (id anywhere, \
             user.id from the top, array positions as [1], $.a[0].id, or *[1] in every \
             array) and --match loose lets a message have more fields \
             than recorded. A client message that differs ends its session with close \
@@ -99,14 +100,14 @@ struct Replay: ParsableCommand {
     @Flag(help: "With --from-har: keep Authorization, Cookie and token-like headers.")
     var recordSecrets = false
 
-    @OptionGroup(title: "Binary messages (with --show)") var codec: ConsoleCodecOptions
+    @OptionGroup(title: "Binary messages (--show, --serve, --client)") var codec: ConsoleCodecOptions
 
     func validate() throws {
         let modes = [show, serve != nil, client, generateTest, fromHAR != nil].filter { $0 }.count
         guard modes <= 1 else { throw ValidationError("give one of --show, --serve URL, --client, --generate-test or --from-har FILE") }
         try codec.validate()
-        if let flag = codec.flag, !showing {
-            throw ValidationError("\(flag) is for showing the recording (--show); replaying sends the recorded bytes as they are")
+        if let flag = codec.flag, generateTest || fromHAR != nil {
+            throw ValidationError("\(flag) is for --show, --serve and --client (binary messages shown decoded, and matched as values)")
         }
         if fromHAR != nil {
             guard file == nil else { throw ValidationError("--from-har takes the HAR file: moonwire replay --from-har FILE.har -o FILE.jsonl") }
@@ -136,6 +137,20 @@ struct Replay: ParsableCommand {
 
     var matcher: MessageMatcher {
         MessageMatcher(ignore: ignorePaths, loose: match == .loose)
+    }
+
+    /// The matcher of `--serve` and `--client`: binary messages matched as the values
+    /// they decode to with a codec flag.
+    func replayMatcher() throws -> MessageMatcher {
+        var matcher = self.matcher
+        if let codec = try codec.make() {
+            let shared = SharedCodec(codec)
+            matcher.binaryFormat = MessageMatcher.BinaryFormat(
+                json: { bytes in try? shared.codec.json(of: bytes).get() },
+                text: { bytes in shared.text(of: bytes) }
+            )
+        }
+        return matcher
     }
 
     func run() throws {
@@ -179,7 +194,7 @@ struct Replay: ParsableCommand {
         }
         let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
-        let replay = ReplayServer(conversation: conversation, matcher: matcher, speed: speed)
+        let replay = ReplayServer(conversation: conversation, matcher: try replayMatcher(), speed: speed)
         replay.report = { line in
             ScriptRuntime.writeToStderr(line)
         }
@@ -221,6 +236,7 @@ struct Replay: ParsableCommand {
         let loop = group.next()
         var configuration = ManagedConnection.Configuration()
         configuration.heartbeat = nil
+        let matcher = try replayMatcher()
         let replay = try loop.submit {
             let r = ReplayClient(
                 conversation: conversation, url: target, matcher: matcher, speed: speed,
@@ -239,5 +255,19 @@ struct Replay: ParsableCommand {
         // The close goes out before the process ends.
         _ = try? loop.submit {}.wait()
         ProcessEnd.exit(failure == nil ? 0 : 1, parking: [loop])
+    }
+}
+
+/// A replay's console codec, for its matcher: one Lua state, used by one replay on its
+/// event loop (the matcher's closures are Sendable only so that it can be handed there).
+private final class SharedCodec: @unchecked Sendable {
+    let codec: ConsoleCodec
+
+    init(_ codec: ConsoleCodec) {
+        self.codec = codec
+    }
+
+    func text(of bytes: [UInt8]) -> String {
+        ReplayShow.binaryText(bytes, codec: codec)
     }
 }

@@ -33,10 +33,16 @@ struct ReplayShow {
     /// codec is given (or it does not decode: the reason, then the bytes), else the text.
     func text(of message: RecordedMessage) -> String {
         guard message.kind == .binary else { return MessageText.printable(String(decoding: message.data, as: UTF8.self)) }
-        guard let codec else { return "binary, \(message.data.count) bytes: " + BinaryText.hex(message.data) }
-        switch codec.text(of: message.data) {
+        return Self.binaryText(message.data, codec: codec)
+    }
+
+    /// A binary message as text: decoded with `codec`, or as hex (after the reason when
+    /// it does not decode). `replay --serve/--client` show binary messages so too.
+    static func binaryText(_ bytes: [UInt8], codec: ConsoleCodec?) -> String {
+        guard let codec else { return "binary, \(bytes.count) bytes: " + BinaryText.hex(bytes) }
+        switch codec.text(of: bytes) {
         case .success(let text): return text
-        case .failure(let error): return "\(error); \(message.data.count) bytes: " + BinaryText.hex(message.data)
+        case .failure(let error): return "\(error); \(bytes.count) bytes: " + BinaryText.hex(bytes)
         }
     }
 

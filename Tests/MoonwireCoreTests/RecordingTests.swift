@@ -63,6 +63,27 @@ import Testing
         #expect(exact.difference(expected: message("x"), actual: Array("x".utf8), kind: .binary)?.hasPrefix("expected a text message, got a binary one") == true)
     }
 
+    /// With a binary format, binary messages are compared as the values they decode to
+    /// (here the bytes after a 0xFF header are JSON), by the same rules; one that
+    /// does not decode must be the same bytes; a difference shows the format's text.
+    @Test func matcherComparesBinaryMessagesAsDecodedValues() {
+        var matcher = MessageMatcher(ignore: ["id"])
+        matcher.binaryFormat = MessageMatcher.BinaryFormat(
+            json: { bytes in bytes.first == 0xFF ? Array(bytes.dropFirst()) : nil },
+            text: { bytes in bytes.first == 0xFF ? "decoded " + String(decoding: bytes.dropFirst(), as: UTF8.self) : "undecodable \(bytes.count) bytes" }
+        )
+        func binary(_ json: String) -> [UInt8] { [0xFF] + Array(json.utf8) }
+        let expected = RecordedMessage(time: 0, outgoing: true, kind: .binary, data: binary(#"{"op":"hi","id":1,"n":[1,2]}"#))
+        #expect(matcher.difference(expected: expected, actual: binary(#"{"n": [1, 2], "id": 7, "op": "hi"}"#), kind: .binary) == nil)
+        #expect(matcher.difference(expected: expected, actual: binary(#"{"n":[1,3],"op":"hi"}"#), kind: .binary) == "$.n[1]: expected 2, got 3")
+        #expect(matcher.difference(expected: expected, actual: [0x02, 0x7B], kind: .binary)
+            == "expected decoded {\"op\":\"hi\",\"id\":1,\"n\":[1,2]}\n     got undecodable 2 bytes")
+        #expect(matcher.shown(binary("1"), kind: .binary) == "decoded 1")
+        #expect(matcher.shown(Array("1".utf8), kind: .text) == "\"1\"")
+        // Without a format: the same bytes, or base64 in the difference.
+        #expect(MessageMatcher().difference(expected: expected, actual: binary(#"{"n": [1, 2], "id": 1, "op": "hi"}"#), kind: .binary)?.contains("got base64:") == true)
+    }
+
     /// --ignore paths with array positions: OCPP's message id at [1], a position inside
     /// an object, any position, any depth; a bare name and a dotted path as before.
     @Test func ignorePathsNameArrayPositions() throws {

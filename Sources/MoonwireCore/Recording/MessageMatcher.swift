@@ -3,11 +3,26 @@ import Foundation
 /// How a replay compares a message that came with the recorded one (docs/recording.md).
 /// JSON messages are compared as values: the parts named in `ignore` are left out
 /// (see ``IgnorePath``), and `loose` accepts a message that has at least the recorded
-/// fields. Anything else must be the same bytes.
+/// fields. With a ``BinaryFormat`` binary messages are compared as the values they
+/// decode to, by the same rules. Anything else must be the same bytes.
 public struct MessageMatcher: Sendable {
     public var ignore: [String]
     public var loose: Bool
+    /// What binary messages are (`replay --msgpack`, `--cbor`, `--proto`); nil: bytes.
+    public var binaryFormat: BinaryFormat?
     private let paths: [IgnorePath]
+
+    /// A format binary messages decode from: `json` gives a message's value as JSON
+    /// text, nil when it does not decode; `text` shows a message in a difference.
+    public struct BinaryFormat: Sendable {
+        public var json: @Sendable ([UInt8]) -> [UInt8]?
+        public var text: @Sendable ([UInt8]) -> String
+
+        public init(json: @escaping @Sendable ([UInt8]) -> [UInt8]?, text: @escaping @Sendable ([UInt8]) -> String) {
+            self.json = json
+            self.text = text
+        }
+    }
 
     /// `ignore` must be valid paths (``IgnorePath/init(_:)`` says why one is not); one
     /// that is not leaves nothing out.
@@ -19,18 +34,30 @@ public struct MessageMatcher: Sendable {
 
     /// nil when `actual` matches `expected`, else the differences, one per line.
     public func difference(expected: RecordedMessage, actual: [UInt8], kind: MessageKind) -> String? {
+        var shown: String { "expected \(self.shown(expected.data, kind: expected.kind))\n     got \(self.shown(actual, kind: kind))" }
         if kind != expected.kind {
-            return "expected a \(expected.kind) message, got a \(kind) one\n" + Self.show(expected.data, actual)
+            return "expected a \(expected.kind) message, got a \(kind) one\n" + shown
         }
         if expected.data == actual { return nil }
-        if kind == .text,
-            let e = try? JSONSerialization.jsonObject(with: Data(expected.data), options: .fragmentsAllowed),
-            let a = try? JSONSerialization.jsonObject(with: Data(actual), options: .fragmentsAllowed) {
+        var values = (expected.data, actual)
+        if kind == .binary {
+            guard let format = binaryFormat, let e = format.json(expected.data), let a = format.json(actual) else { return shown }
+            values = (e, a)
+        }
+        if let e = try? JSONSerialization.jsonObject(with: Data(values.0), options: .fragmentsAllowed),
+            let a = try? JSONSerialization.jsonObject(with: Data(values.1), options: .fragmentsAllowed) {
             var lines: [String] = []
             compare(e, a, path: [], shown: "$", into: &lines)
             return lines.isEmpty ? nil : lines.joined(separator: "\n")
         }
-        return Self.show(expected.data, actual)
+        return shown
+    }
+
+    /// A message as a difference shows it: binary decoded when there is a format, else
+    /// as ``preview(_:)`` shows it.
+    public func shown(_ bytes: [UInt8], kind: MessageKind) -> String {
+        if kind == .binary, let format = binaryFormat { return format.text(bytes) }
+        return Self.preview(bytes)
     }
 
     private func ignored(_ path: [IgnorePath.Step]) -> Bool {
@@ -97,9 +124,5 @@ public struct MessageMatcher: Sendable {
     public static func preview(_ b: [UInt8]) -> String {
         if let s = String(validating: b, as: UTF8.self) { return json(s) }
         return "base64:" + BinaryText.base64(b)
-    }
-
-    static func show(_ expected: [UInt8], _ actual: [UInt8]) -> String {
-        "expected \(preview(expected))\n     got \(preview(actual))"
     }
 }

@@ -52,7 +52,7 @@ public final class ReplayClient: ManagedConnectionDelegate {
         guard !finished else { return }
         let current = conversation.exchanges[exchange]
         guard reply < current.replies.count else {
-            finish("exchange \(current.number): the server sent a message the recording does not have: \(MessageMatcher.preview(Array(message.readableBytesView)))")
+            finish("exchange \(current.number): the server sent a message the recording does not have: \(matcher.shown(Array(message.readableBytesView), kind: kind))")
             return
         }
         if let diff = matcher.difference(expected: current.replies[reply], actual: Array(message.readableBytesView), kind: kind) {
@@ -107,8 +107,10 @@ public final class ReplayClient: ManagedConnectionDelegate {
         timer?.cancel()
         let current = conversation.exchanges[exchange]
         let n = reply + 1
+        let expected = current.replies[n - 1]
         timer = connection.eventLoop.scheduleTask(in: timeout) { [weak self] in
-            self?.finish("exchange \(current.number), reply \(n): did not come within \(Double(self?.timeout.nanoseconds ?? 0) / 1e9) s\n expected \(MessageMatcher.preview(current.replies[n - 1].data))")
+            guard let self else { return }
+            self.finish("exchange \(current.number), reply \(n): did not come within \(Double(self.timeout.nanoseconds) / 1e9) s\n expected \(self.matcher.shown(expected.data, kind: expected.kind))")
         }
     }
 

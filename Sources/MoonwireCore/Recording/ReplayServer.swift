@@ -60,7 +60,7 @@ public final class ReplayServer: MessageServerDelegate {
         guard let state = states[peer.id], state.failure == nil else { return }
         let bytes = Array(message.readableBytesView)
         guard state.next < conversation.exchanges.count, let expected = conversation.exchanges[state.next].sent else {
-            fail(peer, state: state, "exchange \(state.next + 1): the recording has no more client messages, got \(MessageMatcher.preview(bytes))")
+            fail(peer, state: state, "exchange \(state.next + 1): the recording has no more client messages, got \(matcher.shown(bytes, kind: kind))")
             return
         }
         let exchange = conversation.exchanges[state.next]

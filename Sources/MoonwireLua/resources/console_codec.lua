@@ -7,9 +7,11 @@
 -- calls) encoded before they are sent.
 -- Called with the chunks and native openers of mw.json, mw.msgpack/mw.cbor,
 -- mw.protobuf and mw.inspect (a Lua state of its own, no prelude); returns
--- setup(format, files, import_paths, type) -> show, encode | nil, err, where format
--- is "protobuf", "msgpack" or "cbor", show(bytes) -> text | nil, err and
--- encode(line) -> bytes | nil, err.
+-- setup(format, files, import_paths, type) -> show, encode, value | nil, err, where
+-- format is "protobuf", "msgpack" or "cbor", show(bytes) -> text | nil, err,
+-- encode(line) -> bytes | nil, err and value(bytes) -> json | nil, err (the decoded
+-- value as JSON text, which replay matches as a value; what JSON cannot hold, such as
+-- a byte string, is a string there, the text show gives it).
 local json_chunk, json_install, pack_install, protobuf_chunk, protobuf_open, inspect_chunk = ...
 local json = json_install(json_chunk())
 local array_mt, object_mt = getmetatable(json.array()), getmetatable(json.object())
@@ -48,6 +50,17 @@ local function readable(v, bytes_name)
   return copy
 end
 
+-- A decoded value with what JSON cannot hold as strings: the markers as show writes
+-- them (the calls that make them). Arrays and objects keep their kind.
+local function plain(v, bytes_name)
+  if type(v) ~= "table" or rawequal(v, json.null) then return v end
+  local mt = getmetatable(v)
+  if mt == bytes_mt or mt == ext_mt or mt == tag_mt then return tostring(readable(v, bytes_name)) end
+  local copy = {}
+  for k, x in pairs(v) do copy[k] = plain(x, bytes_name) end
+  return setmetatable(copy, mt == array_mt and array_mt or mt == object_mt and object_mt or nil)
+end
+
 local formats = {
   msgpack = {
     module = msgpack, name = "MessagePack", bytes = "bin",
@@ -69,13 +82,14 @@ local function codec_of(format, files, import_paths, type_name)
     if not ok then return nil, words(codec) end
     return {
       decode = codec.decode, encode = codec.encode, name = type_name, env = {}, tables_only = true,
-      show_value = function(v) return v end,
+      show_value = function(v) return v end, plain_value = function(v) return v end,
     }
   end
   local f = formats[format]
   return {
     decode = f.module.decode, encode = f.module.encode, name = f.name, env = f.env,
     show_value = function(v) return readable(v, f.bytes) end,
+    plain_value = function(v) return plain(v, f.bytes) end,
   }
 end
 
@@ -107,5 +121,13 @@ return function(format, files, import_paths, type_name)
     return bytes
   end
 
-  return show, encode
+  local function value(bytes)
+    local msg, err = codec.decode(bytes)
+    if msg == nil then return nil, "decode: " .. tostring(err) end
+    local done, text = pcall(json.encode, codec.plain_value(msg))
+    if not done then return nil, words(text) end
+    return text
+  end
+
+  return show, encode, value
 end

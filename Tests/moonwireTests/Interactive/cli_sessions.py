@@ -707,8 +707,43 @@ def case_formats_replay():
     check(r.returncode == 0 and re.search(r"\[1\] < binary, 1 bytes: c1$", r.stdout, re.M), f"replay without a codec: {r.stdout!r} {r.stderr!r}")
     r = run("replay", recording, "--show", "--cbor")
     check(r.returncode == 0 and "< decode: " in r.stdout, f"replay --cbor of MessagePack: {r.stdout!r}")
-    r = run("replay", recording, "--client", "--msgpack")
-    check(r.returncode == 2 and "--msgpack is for showing the recording" in r.stderr, f"replay --client --msgpack: {r.returncode} {r.stderr!r}")
+    r = run("replay", recording, "--generate-test", "-o", os.path.join(HOME, "t.lua"), "--msgpack")
+    check(r.returncode == 2 and "--msgpack is for --show, --serve and --client" in r.stderr, f"replay --generate-test --msgpack: {r.returncode} {r.stderr!r}")
+
+    # --serve --msgpack matches binary messages as values: the first client message
+    # encoded by msgpack-python, keys in another order, matches; a changed value does
+    # not, and the difference names the field. Without --msgpack the bytes must match.
+    from websockets.sync.client import connect as ws_connect
+    sent = [base64.b64decode(e["data"]) for e in events if e.get("event") == "message" and e["dir"] == "out" and e["kind"] == "binary"]
+    for codec_flags, expect_match in ((["--msgpack"], True), ([], False)):
+        server = subprocess.Popen([MOONWIRE, "replay", recording, "--serve", "ws://127.0.0.1:0/", "--once", "--speed", "0", *codec_flags],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+        try:
+            url = re.search(r"on (ws://\S+)", server.stdout.readline()).group(1)
+            first = msgpack.packb({"list": [], "op": "hi", "id": 9007199254740993})
+            check(first != sent[0] and msgpack.unpackb(first) == msgpack.unpackb(sent[0]), f"re-encoded {first!r} against {sent[0]!r}")
+            with ws_connect(url) as ws:
+                ws.send(first)
+                if expect_match:
+                    reply = ws.recv(timeout=DEADLINE)
+                    check(msgpack.unpackb(reply)["got"]["id"] == 9007199254740993, f"the recorded reply: {reply!r}")
+                    ws.send(msgpack.packb({"n": 2}))
+                try:
+                    while True:
+                        ws.recv(timeout=DEADLINE)
+                except ConnectionClosed as closed:
+                    check(closed.rcvd is not None and closed.rcvd.code == 4400, f"close {closed.rcvd!r}")
+            code = server.wait(timeout=DEADLINE)
+            err = server.stderr.read()
+        finally:
+            server.kill()
+            server.wait()
+        check(code == 1, f"replay --serve {codec_flags}: exit {code}: {err!r}")
+        if expect_match:
+            check("exchange 1 matched" in err and "exchange 2: the client's message differs" in err
+                  and "$.n: expected 1, got 2" in err, f"stderr: {err!r}")
+        else:
+            check("exchange 1: the client's message differs" in err and "base64:" in err, f"stderr without --msgpack: {err!r}")
 
     # The example server (codec = "cbor") and connect --cbor.
     server = subprocess.Popen([MOONWIRE, "run", "examples/formats_server.lua", "cbor", "ws://127.0.0.1:0/"],
