@@ -51,13 +51,16 @@ local function readable(v, bytes_name)
 end
 
 -- A decoded value with what JSON cannot hold as strings: the markers as show writes
--- them (the calls that make them). Arrays and objects keep their kind.
+-- them (the calls that make them), and a string that is not UTF-8 (which mw.json
+-- would write with U+FFFD in place of its bad bytes) as inspect quotes it. Arrays and
+-- objects keep their kind.
 local function plain(v, bytes_name)
+  if type(v) == "string" then return utf8.len(v) and v or inspect(v) end
   if type(v) ~= "table" or rawequal(v, json.null) then return v end
   local mt = getmetatable(v)
   if mt == bytes_mt or mt == ext_mt or mt == tag_mt then return tostring(readable(v, bytes_name)) end
   local copy = {}
-  for k, x in pairs(v) do copy[k] = plain(x, bytes_name) end
+  for k, x in pairs(v) do copy[plain(k, bytes_name)] = plain(x, bytes_name) end
   return setmetatable(copy, mt == array_mt and array_mt or mt == object_mt and object_mt or nil)
 end
 
@@ -82,7 +85,7 @@ local function codec_of(format, files, import_paths, type_name)
     if not ok then return nil, words(codec) end
     return {
       decode = codec.decode, encode = codec.encode, name = type_name, env = {}, tables_only = true,
-      show_value = function(v) return v end, plain_value = function(v) return v end,
+      show_value = function(v) return v end, plain_value = function(v) return plain(v, "bytes") end,
     }
   end
   local f = formats[format]

@@ -682,6 +682,30 @@ def case_formats_listen():
             check(listener.process.wait(timeout=DEADLINE) == 130, "listen did not exit 130 after Ctrl-C")
 
 
+def serve_once(recording, flags, messages):
+    """`replay RECORDING --serve --once FLAGS`, a client sending MESSAGES in turn, each
+    after the replies to the one before; returns the exit status, stderr and the replies."""
+    from websockets.sync.client import connect as ws_connect
+    server = subprocess.Popen([MOONWIRE, "replay", recording, "--serve", "ws://127.0.0.1:0/", "--once", "--speed", "0", *flags],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    replies = []
+    try:
+        url = re.search(r"on (ws://\S+)", server.stdout.readline()).group(1)
+        with ws_connect(url) as ws:
+            try:
+                for message in messages:
+                    ws.send(message)
+                    replies.append(ws.recv(timeout=DEADLINE))
+                while True:
+                    replies.append(ws.recv(timeout=DEADLINE))
+            except ConnectionClosed:
+                pass
+        return server.wait(timeout=DEADLINE), server.stderr.read(), replies
+    finally:
+        server.kill()
+        server.wait()
+
+
 def case_formats_replay():
     """A connect --msgpack --record session: the recording keeps the bytes (base64, as
     msgpack-python wrote them); replay FILE shows them as hex, --msgpack decoded,
@@ -713,37 +737,36 @@ def case_formats_replay():
     # --serve --msgpack matches binary messages as values: the first client message
     # encoded by msgpack-python, keys in another order, matches; a changed value does
     # not, and the difference names the field. Without --msgpack the bytes must match.
-    from websockets.sync.client import connect as ws_connect
     sent = [base64.b64decode(e["data"]) for e in events if e.get("event") == "message" and e["dir"] == "out" and e["kind"] == "binary"]
-    for codec_flags, expect_match in ((["--msgpack"], True), ([], False)):
-        server = subprocess.Popen([MOONWIRE, "replay", recording, "--serve", "ws://127.0.0.1:0/", "--once", "--speed", "0", *codec_flags],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-        try:
-            url = re.search(r"on (ws://\S+)", server.stdout.readline()).group(1)
-            first = msgpack.packb({"list": [], "op": "hi", "id": 9007199254740993})
-            check(first != sent[0] and msgpack.unpackb(first) == msgpack.unpackb(sent[0]), f"re-encoded {first!r} against {sent[0]!r}")
-            with ws_connect(url) as ws:
-                ws.send(first)
-                if expect_match:
-                    reply = ws.recv(timeout=DEADLINE)
-                    check(msgpack.unpackb(reply)["got"]["id"] == 9007199254740993, f"the recorded reply: {reply!r}")
-                    ws.send(msgpack.packb({"n": 2}))
-                try:
-                    while True:
-                        ws.recv(timeout=DEADLINE)
-                except ConnectionClosed as closed:
-                    check(closed.rcvd is not None and closed.rcvd.code == 4400, f"close {closed.rcvd!r}")
-            code = server.wait(timeout=DEADLINE)
-            err = server.stderr.read()
-        finally:
-            server.kill()
-            server.wait()
-        check(code == 1, f"replay --serve {codec_flags}: exit {code}: {err!r}")
-        if expect_match:
-            check("exchange 1 matched" in err and "exchange 2: the client's message differs" in err
-                  and "$.n: expected 1, got 2" in err, f"stderr: {err!r}")
-        else:
-            check("exchange 1: the client's message differs" in err and "base64:" in err, f"stderr without --msgpack: {err!r}")
+    first = msgpack.packb({"list": [], "op": "hi", "id": 9007199254740993})
+    check(first != sent[0] and msgpack.unpackb(first) == msgpack.unpackb(sent[0]), f"re-encoded {first!r} against {sent[0]!r}")
+    code, err, replies = serve_once(recording, ["--msgpack"], [first, msgpack.packb({"n": 2})])
+    check(code == 1 and msgpack.unpackb(replies[0])["got"]["id"] == 9007199254740993, f"exit {code}, replies {replies!r}")
+    check("exchange 1 matched" in err and "exchange 2: the client's message differs" in err
+          and "$.n: expected 1, got 2" in err, f"stderr: {err!r}")
+    code, err, _ = serve_once(recording, [], [first])
+    check(code == 1 and "exchange 1: the client's message differs" in err and "base64:" in err, f"without --msgpack: {code} {err!r}")
+
+    # --proto: a bytes field that is not UTF-8 is matched by its bytes (\xfe against
+    # \xff differs), while the same message with its fields in another order matches.
+    proto = os.path.join(HOME, "raw.proto")
+    with open(proto, "w") as f:
+        f.write('syntax = "proto3";\nmessage Raw { bytes b = 1; string s = 2; }\n')
+    raw = os.path.join(HOME, "raw.jsonl")
+    recorded = b"\x0a\x01\xfe\x12\x01x"    # b = "\xfe", s = "x"
+    lines = [{"moonwire_recording": 1, "moonwire": "0.1.0", "started": "2026-11-27T00:00:00.000Z", "url": "ws://127.0.0.1:9/",
+              "headers": {}, "secrets": "redacted"},
+             {"t": 0.001, "c": 1, "event": "open", "url": "ws://127.0.0.1:9/"},
+             {"t": 0.002, "c": 1, "event": "message", "dir": "out", "kind": "binary", "data": base64.b64encode(recorded).decode()},
+             {"t": 0.003, "c": 1, "event": "message", "dir": "in", "kind": "binary", "data": base64.b64encode(b"\x12\x02ok").decode()},
+             {"t": 0.004, "c": 1, "event": "close", "code": 1000, "reason": "", "by": "peer", "clean": True}]
+    with open(raw, "w") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
+    flags = ["--proto", proto, "--type", "Raw"]
+    code, err, replies = serve_once(raw, flags, [b"\x12\x01x\x0a\x01\xfe"])
+    check(code == 0 and replies == [b"\x12\x02ok"], f"the same message, fields reordered: exit {code}, {replies!r}, {err!r}")
+    code, err, _ = serve_once(raw, flags, [b"\x0a\x01\xff\x12\x01x"])
+    check(code == 1 and re.search(r"\$\.b: expected .*xfe.*, got .*xff", err), f"a bytes field with another byte: exit {code}, {err!r}")
 
     # The example server (codec = "cbor") and connect --cbor.
     server = subprocess.Popen([MOONWIRE, "run", "examples/formats_server.lua", "cbor", "ws://127.0.0.1:0/"],
