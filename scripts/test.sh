@@ -79,7 +79,11 @@ fi
 
 if [ "${MOONWIRE_SKIP_ASAN:-}" != "1" ]; then
     echo "== swift test under AddressSanitizer (Lua bridge and runtime)" >&2
-    # LeakSanitizer checks the Swift side at exit; XCTest's own leftovers are suppressed.
-    LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
-        scripts/watchdog.sh 1500 swift test --sanitize=address --scratch-path .build-asan --filter MoonwireLuaTests
+    # MOONWIRE_ASAN (Package.swift): moonwire's own targets, Swift and C, are rebuilt with
+    # the sanitizer in .build, over the debug build above, whose dependencies (NIO,
+    # BoringSSL, ...) they reuse uninstrumented. So this phase comes last, and the next plain
+    # build recompiles moonwire's targets. LeakSanitizer checks the Swift side at exit;
+    # XCTest's own leftovers are suppressed.
+    MOONWIRE_ASAN=1 LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp" \
+        scripts/watchdog.sh 1500 swift test --filter MoonwireLuaTests
 fi
