@@ -5,7 +5,7 @@ import PackageDescription
 // AddressSanitizer for moonwire's own code (MOONWIRE_ASAN set: scripts/test.sh's last phase).
 // Only moonwire's targets, Swift and C, are compiled and linked with it, so that phase reuses
 // the debug build's objects of NIO, BoringSSL and every other dependency instead of building
-// them a second time (about six minutes of a 2-core CI run). A dependency's own memory errors
+// them a second time (eight of a 2-vCPU CI run's minutes). A dependency's own memory errors
 // are not caught there; one in moonwire's code, the Lua bridge and the C codecs is.
 let asan = ProcessInfo.processInfo.environment["MOONWIRE_ASAN"] != nil
 let asanSwift: [SwiftSetting] = asan ? [.unsafeFlags(["-sanitize=address"])] : []

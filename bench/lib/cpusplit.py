@@ -5,13 +5,19 @@ For each client (moonwire, picows, the C floor) it runs one workload against a f
 picows echo server, twice: N and 2N messages. The difference of the two runs divided
 by N cancels start-up and teardown. Per message it reports:
   wall     elapsed time of the client run
-  client   user and system CPU of the client (getrusage of the child)
-  server   user and system CPU of the echo server (/proc/PID/stat)
+  client   CPU of the client (getrusage of the child): the total, then user and system
+  server   CPU of the echo server (/proc/PID/stat): the same three
   other    wall minus those four: time no one of the two ran (cross-CPU wake-ups)
            or another process did; negative unpinned, where the two run at once
   csw      context switches per 1000 messages: the client's voluntary ones (it blocked
            waiting) and the server's involuntary ones (it was preempted)
-Repeated REPEAT times; the table shows medians. Pinned (PIN_CPU, default 1): client
+The totals are exact: Linux keeps each task's time on the CPU to the nanosecond and
+scales the user and system figures to add up to it. The split between user and system is
+not, on a kernel with tick-based accounting (CONFIG_TICK_CPU_ACCOUNTING, as on the
+machines measured here): it samples which of the two a process was in at each clock
+tick, milliseconds apart, while a round trip takes tens of microseconds. Compare totals;
+read the split only over many rounds. Repeated REPEAT times; the table shows
+medians. Pinned (PIN_CPU, default 1): client
 and server on that CPU, as in bench/run.sh's rtt and pipelined sections.
 """
 import json
@@ -84,13 +90,15 @@ def main():
     pinned = f"client and server on CPU {cpu}" if cpu else "unpinned"
     print(f"{workload} {size} B, {n} and {2 * n} messages, {pinned}, picows echo, "
           f"medians of {repeat} (µs per message; context switches per 1000 messages)\n")
-    print("| client | msgs/s | wall µs | client user | client sys | server user | server sys "
+    print("| client | msgs/s | wall µs | client CPU | user | sys | server CPU | user | sys "
           "| other | client waits / 1k | server preempted / 1k |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for client in clients:
         m = [statistics.median(r[i] for r in rows[client]) for i in range(9)]
-        print(f"| {client} | {m[8]:,.0f} | {m[0]:.2f} | {m[1]:.2f} | {m[2]:.2f} | {m[3]:.2f} | "
-              f"{m[4]:.2f} | {m[5]:.2f} | {m[6]:.1f} | {m[7]:.1f} |")
+        client_cpu = statistics.median(r[1] + r[2] for r in rows[client])
+        server_cpu = statistics.median(r[3] + r[4] for r in rows[client])
+        print(f"| {client} | {m[8]:,.0f} | {m[0]:.2f} | {client_cpu:.2f} | {m[1]:.2f} | {m[2]:.2f} | "
+              f"{server_cpu:.2f} | {m[3]:.2f} | {m[4]:.2f} | {m[5]:.2f} | {m[6]:.1f} | {m[7]:.1f} |")
 
 
 if __name__ == "__main__":
