@@ -9,8 +9,9 @@ import PackageDescription
 // are not caught there; one in moonwire's code, the Lua bridge and the C codecs is.
 let asan = ProcessInfo.processInfo.environment["MOONWIRE_ASAN"] != nil
 let asanSwift: [SwiftSetting] = asan ? [.unsafeFlags(["-sanitize=address"])] : []
-let asanC: [CSetting] = asan ? [.unsafeFlags(["-fsanitize=address", "-fno-omit-frame-pointer"])] : []
-let asanCXX: [CXXSetting] = asan ? [.unsafeFlags(["-fsanitize=address", "-fno-omit-frame-pointer"])] : []
+let asanClangFlags = ["-fsanitize=address", "-fno-omit-frame-pointer"]
+let asanC: [CSetting] = asan ? [.unsafeFlags(asanClangFlags)] : []
+let asanCXX: [CXXSetting] = asan ? [.unsafeFlags(asanClangFlags)] : []
 let asanLink: [LinkerSetting] = asan ? [.unsafeFlags(["-sanitize=address"])] : []
 
 // Release builds of moonwire's own modules skip Swift's run-time exclusivity checks: at

@@ -16,9 +16,9 @@ scales the user and system figures to add up to it. The split between user and s
 not, on a kernel with tick-based accounting (CONFIG_TICK_CPU_ACCOUNTING, as on the
 machines measured here): it samples which of the two a process was in at each clock
 tick, milliseconds apart, while a round trip takes tens of microseconds. Compare totals;
-read the split only over many rounds. Repeated REPEAT times; the table shows
-medians. Pinned (PIN_CPU, default 1): client
-and server on that CPU, as in bench/run.sh's rtt and pipelined sections.
+read the split only over many rounds. Repeated REPEAT times; the table shows medians.
+Pinned (PIN_CPU, default 1): client and server on that CPU, as in bench/run.sh's rtt
+and pipelined sections.
 """
 import json
 import os
