@@ -10,6 +10,10 @@
 #                                           (bench/clients/conns_client.lua, moonwire echo)
 #   bench/profile.sh json                   the JSON echo bot: bench/json/trade.json (332 B)
 #                                           over codec = "json", decoded, read, encoded, sent
+#   bench/profile.sh broadcast 400          the broadcasting server instead of a client:
+#                                           bench/spread_server.lua sending N rounds (10) to
+#                                           400 moonwire clients in another process (as
+#                                           bench/spread.sh runs it): per peer per round
 # Each measurement runs the client twice, with N and 2N messages and no warm-up, and
 # divides the difference by N, so start-up and teardown cancel out (heartbeat: held 4 s
 # and 8 s, divided by the pings sent in between, counted by callgrind: per ping + pong). Prints one line per
@@ -19,6 +23,7 @@
 # KEEP (a directory: keep the callgrind.out files there for callgrind_annotate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/ready.sh
 workload=${1:-rtt}
 size=${2:-32}
 [ "$workload" = json ] && size=332   # the message is bench/json/trade.json
@@ -26,6 +31,8 @@ if [ "$workload" = heartbeat ]; then
     n=4 per=$((size * 4)) SERVER=moonwire   # per: the expected pings, for strace
 elif [ "$workload" = fanout ]; then
     n=${N:-2}; per=$((n * size))              # size: connections; n: broadcast rounds
+elif [ "$workload" = broadcast ]; then
+    n=${N:-10}; per=$((n * size))             # size: peers; n: rounds
 elif [ "$size" -ge 65536 ]; then
     n=${N:-500}; per=$n
 else
@@ -44,15 +51,18 @@ trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EX
 bin="$work/moonwire"
 objcopy --strip-debug "$built" "$bin"
 
-if [ "${SERVER:-picows}" = moonwire ]; then
+if [ "$workload" = broadcast ]; then
+    :   # the measured process is the server; its clients are bench/spread_clients.lua
+elif [ "${SERVER:-picows}" = moonwire ]; then
     "$bin" run bench/servers/echo.lua 0 > "$work/server.out" 2>/dev/null &
 else
     "$venv/bin/python" bench/peers/echo_picows.py 0 > "$work/server.out" 2>/dev/null &
 fi
-server_pid=$!
-for _ in $(seq 200); do grep -qs READY "$work/server.out" && break; sleep 0.05; done
-port=$(awk '/READY/{print $2; exit}' "$work/server.out")
-[ -n "$port" ] || { echo "profile: the echo server did not start" >&2; exit 1; }
+if [ "$workload" != broadcast ]; then
+    server_pid=$!
+    port=$(ready_address "$work/server.out")
+    [ -n "$port" ] || { echo "profile: the echo server did not start" >&2; exit 1; }
+fi
 type=text
 [ "$workload" = rtt ] || [ "$workload" = json ] || type=binary
 
@@ -86,11 +96,36 @@ client() { # N, then the tool's command line
         gate CONNECTED on "$work/gate"
         gate ROUNDS off "$work/gate.done"   # ... off again before the teardown
         wait "$pid" || true
+    elif [ "$workload" = broadcast ]; then
+        # The server, measured, broadcasts `count` rounds 0.5 s apart once its `size`
+        # clients are connected and the go file holds a start time (bench/spread.sh's
+        # protocol); the clients run uninstrumented. Under valgrind a round runs for
+        # seconds: no callback time limit. The handshakes and the teardown are the same
+        # in both runs and cancel out.
+        rm -f "$work/go" "$work/bserver.out"
+        "$@" "$bin" run --callback-warning 0 --callback-timeout 0 bench/spread_server.lua ws://127.0.0.1:0/ \
+            "$size" "$count" "$work/go" 0.5 > "$work/bserver.out" &
+        local pid=$! url
+        url=$(ready_address "$work/bserver.out" 60)
+        [ -n "$url" ] || { echo "profile: the broadcasting server did not start" >&2; exit 1; }
+        "$built" run bench/spread_clients.lua "$url" "$size" "$count" > "$work/client.out" &
+        local clients=$!
+        until grep -qs CONNECTED "$work/bserver.out"; do
+            kill -0 "$pid" 2>/dev/null || { kill "$clients" 2>/dev/null; echo "profile: the server ended before its clients connected" >&2; exit 1; }
+            sleep 0.2
+        done
+        python3 -c 'import time; print(time.monotonic() + 0.5)' > "$work/go.tmp"
+        mv "$work/go.tmp" "$work/go"
+        wait "$clients" || true
+        wait "$pid" || true
+        # Every client got every round.
+        python3 -c 'import json, sys; r = json.loads(open(sys.argv[1]).read()); sys.exit(not all(c == int(sys.argv[2]) for _, _, c in r["per_round"]))' \
+            "$work/client.out" "$size" || { echo "profile: a round did not reach every client: $(head -c 300 "$work/client.out")" >&2; exit 1; }
     else
         "$@" "$bin" run bench/clients/peerbench_client.lua --url "ws://127.0.0.1:$port/" \
             --workload "$workload" --n "$count" --size "$size" --type "$type" --warmup 0 --stats 0 > "$work/client.out"
     fi
-    grep -q '"ok":true' "$work/client.out" || { echo "profile: client failed: $(cat "$work/client.out")" >&2; exit 1; }
+    [ "$workload" = broadcast ] || grep -q '"ok":true' "$work/client.out" || { echo "profile: client failed: $(cat "$work/client.out")" >&2; exit 1; }
 }
 
 instructions() { # N -> total instructions of the run (every thread)
@@ -128,10 +163,12 @@ if [ "$workload" = heartbeat ]; then
     [ "$per" -gt 0 ] || { echo "profile: no pings counted" >&2; exit 1; }
 fi
 steady=$(( (i2 - $(oneoff $((2 * n))) - i1 + $(oneoff "$n")) / per ))
-echo "$workload $size: $(( (i2 - i1) / per )) instructions per message (callgrind, client, n=$n vs $((2 * n))); $steady without the one-off costs (histogram resizes at the open, the end-of-run snapshot)"
+who=client
+[ "$workload" = broadcast ] && who="server, per peer per round"
+echo "$workload $size: $(( (i2 - i1) / per )) instructions per message (callgrind, $who, n=$n vs $((2 * n))); $steady without the one-off costs (histogram resizes at the open, the end-of-run snapshot)"
 [ -z "${SKIP_STRACE:-}" ] || exit 0
 syscalls "$n" > "$work/s1"
 syscalls $((2 * n)) > "$work/s2"
-echo "$workload $size: system calls per message (strace -c -f, client):"
+echo "$workload $size: system calls per message (strace -c -f, $who):"
 awk -v n="$per" 'NR == FNR {a[$1] = $2; next} {d = ($2 - a[$1]) / n; if (d >= 0.005 || d <= -0.005) printf "  %-16s %.3f\n", $1, d}' \
     "$work/s1" "$work/s2" | sort -k2 -nr

@@ -18,6 +18,7 @@
 # options (--client-sched batch, --write dontwait, --server-threads N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/ready.sh
 clients=${1:-1000}
 rounds=${2:-100}
 hard=$(ulimit -Hn)
@@ -52,8 +53,7 @@ for ((i = 0; i < pairs; i++)); do
     pids+=($!)
 done
 for ((i = 0; i < pairs; i++)); do
-    for _ in $(seq 200); do grep -qs READY "$work/server.$i" && break; sleep 0.05; done
-    url=$(awk '/READY/{print $2}' "$work/server.$i")
+    url=$(ready_address "$work/server.$i")
     [ -n "$url" ] || { echo "spread: server $i did not start" >&2; exit 1; }
     "$bin" run bench/spread_clients.lua "$url" "$(share $i)" "$rounds" > "$work/clients.$i" &
     pids+=($!)

@@ -51,8 +51,13 @@ def main(paths):
     for key in ("commit", "bin", "peer_versions"):
         if key in first:
             out.append(f"- {key}: {first[key]}")
-    builds = {(r["meta"].get("commit"), r["meta"].get("bin_mtime")) for r in runs}
+    # The build is the binary file (path and modification time); the commit is the work
+    # tree's at each run, which can move on while one binary is measured.
+    builds = {(r["meta"].get("bin"), r["meta"].get("bin_mtime")) for r in runs}
     out.append(f"- same build in every run: {'yes' if len(builds) == 1 else 'no: ' + ', '.join(map(str, builds))}")
+    commits = list(dict.fromkeys(r["meta"].get("commit") for r in runs))
+    if len(commits) > 1:
+        out.append(f"- the tree's commit at each run: {', '.join(r['meta'].get('commit') or '?' for r in runs)}")
     out += ["", "## Targets", "",
             f"Each run's value, the median of the {n} and their range; *met* is decided on the median.", ""]
     rows = []
