@@ -124,7 +124,12 @@ public final class TimerScheduler {
 
     private func fireDue() {
         armed = nil
-        let now = self.now()
+        // What the timers write goes out when they are done (one flush per connection).
+        EndOfTickFlusher.shared(on: eventLoop).flushing { self.fireTimers(dueBy: self.now()) }
+        rearm()
+    }
+
+    private func fireTimers(dueBy now: NIODeadline) {
         while let id = queue.popFirst(dueBy: now) {
             guard var timer = timers[id] else { continue }
             if let interval = timer.interval {
@@ -141,6 +146,5 @@ public final class TimerScheduler {
             }
             timer.fire()
         }
-        rearm()
     }
 }
