@@ -15,15 +15,17 @@ cd "$(dirname "$0")/.."
 runs=${RUNS:-3}
 out=bench/results/${AB_NAME:-ab}
 export PEERS=${PEERS:-picows,floor,moonwire}
-for side in before after; do
-    dir=$([ $side = before ] && echo "$BEFORE" || echo "$AFTER")
+declare -A dirs=([before]=$BEFORE [after]=$AFTER)
+for dir in "$BEFORE" "$AFTER"; do
     [ -x "$dir/moonwire" ] && [ -x "$dir/moonwire-bench" ] || { echo "ab: $dir has no moonwire and moonwire-bench" >&2; exit 2; }
+done
+for side in before after; do
     mkdir -p "$out/$side"
     rm -f "$out/$side"/run-*.json "$out/$side"/run-*.md
 done
 for k in $(seq 1 "$runs"); do
     for side in before after; do
-        dir=$([ $side = before ] && echo "$BEFORE" || echo "$AFTER")
+        dir=${dirs[$side]}
         echo "ab: run $k of $runs, $side ($dir)" >&2
         MOONWIRE_BIN="$dir/moonwire" MOONWIRE_BENCH_BIN="$dir/moonwire-bench" bench/run.sh
         cp bench/results/latest.json "$out/$side/run-$k.json"
