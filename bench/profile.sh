@@ -104,9 +104,9 @@ client() { # N, then the tool's command line
         # seconds: no callback time limit. Only the rounds are counted: callgrind starts
         # with instrumentation off and it is switched on once every client is connected,
         # off again once the clients have their last round. (Counting the handshakes too
-        # and letting them cancel out between the two runs did not work: how the 400
-        # accepts and upgrades fell under valgrind moved a run by millions of
-        # instructions, 2 300 or 4 300 per peer per round from one build.)
+        # and letting them cancel out between the two runs did not always work: one
+        # build gave 2 300 or 4 300 per peer per round, most likely from how the 400
+        # accepts and upgrades fell under valgrind, millions of instructions.)
         rm -f "$work/go" "$work/bserver.out"
         "$@" "$bin" run --callback-warning 0 --callback-timeout 0 bench/spread_server.lua ws://127.0.0.1:0/ \
             "$size" "$count" "$work/go" 0.5 > "$work/bserver.out" &
