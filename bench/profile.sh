@@ -86,10 +86,7 @@ client() { # N, then the tool's command line
         # Waits for the client's line $1, switches instrumentation $2 (under valgrind),
         # then opens the gate file $3.
         gate() {
-            until grep -qs "$1" "$work/client.err"; do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.2
-            done
+            wait_line "$work/client.err" "$1" "$pid" || true
             if [ "$tool" = valgrind ]; then callgrind_control -i "$2" "$pid" >/dev/null 2>&1; fi
             touch "$3"
         }
@@ -115,10 +112,8 @@ client() { # N, then the tool's command line
         [ -n "$url" ] || { echo "profile: the broadcasting server did not start" >&2; exit 1; }
         "$built" run bench/spread_clients.lua "$url" "$size" "$count" > "$work/client.out" &
         local clients=$!
-        until grep -qs CONNECTED "$work/bserver.out"; do
-            kill -0 "$pid" 2>/dev/null || { kill "$clients" 2>/dev/null; echo "profile: the server ended before its clients connected" >&2; exit 1; }
-            sleep 0.2
-        done
+        wait_line "$work/bserver.out" CONNECTED "$pid" \
+            || { kill "$clients" 2>/dev/null; echo "profile: the server ended before its clients connected" >&2; exit 1; }
         local tool=$1
         if [ "$tool" = valgrind ]; then callgrind_control -i on "$pid" >/dev/null 2>&1; fi
         python3 -c 'import time; print(time.monotonic() + 0.5)' > "$work/go.tmp"

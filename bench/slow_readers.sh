@@ -14,6 +14,7 @@
 # limit); another local address leaves the kernel's small default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib/ready.sh
 n=${1:-10000}
 budget=${2:-256M}
 host=${HOST:-$(hostname -I 2>/dev/null | awk '{print $1}')}
@@ -24,12 +25,11 @@ work=$(mktemp -d)
 trap 'kill -9 ${server:-} ${client:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 python3 bench/peers/slow_readers_server.py "$host" > "$work/server" &
 server=$!
-for _ in $(seq 200); do grep -q READY "$work/server" && break; sleep 0.05; done
-port=$(awk '/READY/{print $2}' "$work/server")
+port=$(ready_address "$work/server")
 "$bin" run --send-budget "$budget" bench/clients/slow_readers_client.lua "tcp://$host:$port" "$n" "$work/gate" \
   > "$work/client" 2> "$work/client.err" &
 client=$!
-for _ in $(seq 6000); do grep -q FILLED "$work/client" && break; kill -0 $client 2>/dev/null || break; sleep 0.05; done
+wait_line "$work/client" FILLED $client 300 || true
 grep -q FILLED "$work/client" || { cat "$work/client" "$work/client.err" >&2; exit 1; }
 kill -USR1 $server
 touch "$work/gate"

@@ -61,11 +61,10 @@ done
 # Every server has all its clients: start the rounds half a second from now.
 deadline=$((SECONDS + 180))
 for ((i = 0; i < pairs; i++)); do
-    until grep -qs CONNECTED "$work/server.$i"; do
-        kill -0 "${pids[$i]}" 2>/dev/null || { echo "spread: server $i ended before its clients connected" >&2; exit 1; }
-        [ $SECONDS -lt $deadline ] || { echo "spread: server $i's clients did not all connect within 180 s" >&2; exit 1; }
-        sleep 0.1
-    done
+    waited=0
+    wait_line "$work/server.$i" CONNECTED "${pids[$i]}" $((deadline - SECONDS)) || waited=$?
+    [ $waited -ne 1 ] || { echo "spread: server $i ended before its clients connected" >&2; exit 1; }
+    [ $waited -ne 2 ] || { echo "spread: server $i's clients did not all connect within 180 s" >&2; exit 1; }
 done
 python3 -c 'import time; print(time.monotonic() + 0.5)' > "$work/go.tmp"
 mv "$work/go.tmp" "$work/go"
