@@ -21,7 +21,9 @@
 # measurement: instructions per message (also without the run's one-off costs that differ
 # between runs, see oneoff), then system calls per message by name.
 # Knobs: N (2000; 500 at 64 KiB), MOONWIRE_BIN (release build), BENCH_VENV, SKIP_STRACE=1,
-# KEEP (a directory: keep the callgrind.out files there for callgrind_annotate).
+# KEEP (a directory: keep the callgrind.out files there for callgrind_annotate),
+# CACHE_SIM=1 (callgrind's cache simulation: also level-1 instruction-cache misses per
+# message, which tell how much of the path's code is fetched again for every message).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib/ready.sh
@@ -134,9 +136,14 @@ client() { # N, then the tool's command line
 instructions() { # N -> total instructions of the run (every thread)
     local start=()
     [ "$workload" = fanout ] || [ "$workload" = broadcast ] && start=(--instr-atstart=no)
+    [ -z "${CACHE_SIM:-}" ] || start+=(--cache-sim=yes)
     client "$1" valgrind --tool=callgrind "${start[@]}" --callgrind-out-file="$work/cg.$1" -q
     [ -z "${KEEP:-}" ] || cp "$work/cg.$1" "$KEEP/callgrind.out.$workload-$size-$1"
     awk '/^totals:/{print $2; exit}' "$work/cg.$1"   # (summary is 0 once instrumentation was switched off)
+}
+
+i1misses() { # N -> the run's level-1 instruction-cache misses (CACHE_SIM=1: the I1mr event)
+    awk '/^events:/ {for (k = 2; k <= NF; k++) if ($k == "I1mr") col = k} /^totals:/ {print $col; exit}' "$work/cg.$1"
 }
 
 # The run's one-off costs that differ between two runs of one binary (run N -> instructions,
@@ -169,6 +176,8 @@ steady=$(( (i2 - $(oneoff $((2 * n))) - i1 + $(oneoff "$n")) / per ))
 who=client
 [ "$workload" = broadcast ] && who="server, per peer per round"
 echo "$workload $size: $(( (i2 - i1) / per )) instructions per message (callgrind, $who, n=$n vs $((2 * n))); $steady without the one-off costs (histogram resizes at the open, the end-of-run snapshot)"
+[ -z "${CACHE_SIM:-}" ] \
+    || echo "$workload $size: $(( ($(i1misses $((2 * n))) - $(i1misses "$n")) / per )) level-1 instruction-cache misses per message (callgrind --cache-sim=yes, $who)"
 [ -z "${SKIP_STRACE:-}" ] || exit 0
 syscalls "$n" > "$work/s1"
 syscalls $((2 * n)) > "$work/s2"
