@@ -71,6 +71,7 @@ type=text
 
 client() { # N, then the tool's command line
     local count=$1; shift
+    local tool=$1
     if [ "$workload" = heartbeat ]; then
         "$@" "$bin" run bench/clients/conns_client.lua "ws://127.0.0.1:$port/" "$size" 1 "$count" > "$work/client.out"
     elif [ "$workload" = fanout ]; then
@@ -92,7 +93,6 @@ client() { # N, then the tool's command line
             if [ "$tool" = valgrind ]; then callgrind_control -i "$2" "$pid" >/dev/null 2>&1; fi
             touch "$3"
         }
-        local tool=$1
         gate CONNECTED on "$work/gate"
         gate ROUNDS off "$work/gate.done"   # ... off again before the teardown
         wait "$pid" || true
@@ -116,7 +116,6 @@ client() { # N, then the tool's command line
         local clients=$!
         wait_line "$work/bserver.out" CONNECTED "$pid" \
             || { kill "$clients" 2>/dev/null; echo "profile: the server ended before its clients connected" >&2; exit 1; }
-        local tool=$1
         if [ "$tool" = valgrind ]; then callgrind_control -i on "$pid" >/dev/null 2>&1; fi
         python3 -c 'import time; print(time.monotonic() + 0.5)' > "$work/go.tmp"
         mv "$work/go.tmp" "$work/go"
@@ -139,11 +138,14 @@ instructions() { # N -> total instructions of the run (every thread)
     [ -z "${CACHE_SIM:-}" ] || start+=(--cache-sim=yes)
     client "$1" valgrind --tool=callgrind "${start[@]}" --callgrind-out-file="$work/cg.$1" -q
     [ -z "${KEEP:-}" ] || cp "$work/cg.$1" "$KEEP/callgrind.out.$workload-$size-$1"
-    awk '/^totals:/{print $2; exit}' "$work/cg.$1"   # (summary is 0 once instrumentation was switched off)
+    total Ir "$1"
 }
 
-i1misses() { # N -> the run's level-1 instruction-cache misses (CACHE_SIM=1: the I1mr event)
-    awk '/^events:/ {for (k = 2; k <= NF; k++) if ($k == "I1mr") col = k} /^totals:/ {print $col; exit}' "$work/cg.$1"
+# EVENT N -> the run's total of callgrind's EVENT (Ir: instructions; I1mr: level-1
+# instruction-cache misses, CACHE_SIM=1), from the totals line (the summary line is 0
+# once instrumentation was switched off).
+total() {
+    awk -v event="$1" '/^events:/ {for (k = 2; k <= NF; k++) if ($k == event) col = k} /^totals:/ {print $col; exit}' "$work/cg.$2"
 }
 
 # The run's one-off costs that differ between two runs of one binary (run N -> instructions,
@@ -177,7 +179,7 @@ who=client
 [ "$workload" = broadcast ] && who="server, per peer per round"
 echo "$workload $size: $(( (i2 - i1) / per )) instructions per message (callgrind, $who, n=$n vs $((2 * n))); $steady without the one-off costs (histogram resizes at the open, the end-of-run snapshot)"
 [ -z "${CACHE_SIM:-}" ] \
-    || echo "$workload $size: $(( ($(i1misses $((2 * n))) - $(i1misses "$n")) / per )) level-1 instruction-cache misses per message (callgrind --cache-sim=yes, $who)"
+    || echo "$workload $size: $(( ($(total I1mr $((2 * n))) - $(total I1mr "$n")) / per )) level-1 instruction-cache misses per message (callgrind --cache-sim=yes, $who)"
 [ -z "${SKIP_STRACE:-}" ] || exit 0
 syscalls "$n" > "$work/s1"
 syscalls $((2 * n)) > "$work/s2"

@@ -29,8 +29,7 @@ port=$(ready_address "$work/server")
 "$bin" run --send-budget "$budget" bench/clients/slow_readers_client.lua "tcp://$host:$port" "$n" "$work/gate" \
   > "$work/client" 2> "$work/client.err" &
 client=$!
-wait_line "$work/client" FILLED $client 300 || true
-grep -q FILLED "$work/client" || { cat "$work/client" "$work/client.err" >&2; exit 1; }
+wait_line "$work/client" FILLED $client 300 || { cat "$work/client" "$work/client.err" >&2; exit 1; }
 kill -USR1 $server
 touch "$work/gate"
 wait $client
