@@ -75,6 +75,8 @@ final class LiveMetrics: @unchecked Sendable {
                 ScriptRuntime.writeToStderr("moonwire: metrics on http://\(options.metricsHost):\(bound)/metrics")
             }
         }
+        // The endpoint takes its own snapshot per scrape: ticks only for the file and the status line.
+        guard live.jsonl != nil || live.status else { return live }
         live.task = live.loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [live] _ in
             live.tick()
         }

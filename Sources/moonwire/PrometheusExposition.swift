@@ -36,6 +36,9 @@ final class PrometheusExposition: @unchecked Sendable {
         let histogram: ValueHistogram
         var quantiles: [Gauge] = []
         var recorded: [UInt64: UInt64] = [:]
+        /// The HDR counts this series last showed: a histogram nothing was
+        /// recorded in since (connect times, mostly) is not decoded again.
+        var shown: EncodedHistogram?
 
         init(_ histogram: ValueHistogram) { self.histogram = histogram }
     }
@@ -140,7 +143,10 @@ final class PrometheusExposition: @unchecked Sendable {
         case .histogram:
             let series = histograms[key] ?? HistogramSeries(registry.makeValueHistogram(descriptor: families[0], labels: labels, buckets: Self.buckets))
             histograms[key] = series
-            if let hdr = metric.histogram?.decode() {
+            guard metric.histogram != series.shown else { return }
+            series.shown = metric.histogram
+            let decoded = metric.histogram?.decode()
+            if let hdr = decoded {
                 for bucket in hdr.recordedValues() {
                     let before = series.recorded[bucket.value] ?? 0
                     guard bucket.count > before else { continue }
@@ -150,7 +156,7 @@ final class PrometheusExposition: @unchecked Sendable {
                     series.recorded[bucket.value] = bucket.count
                 }
             }
-            let statistics = MetricStatistics(metric, duration: duration)
+            let statistics = MetricStatistics(metric, decoded: decoded, duration: duration)
             guard statistics.count > 0 else { return }
             if series.quantiles.isEmpty {
                 series.quantiles = Self.quantiles.map { q in

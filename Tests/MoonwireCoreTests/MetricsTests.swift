@@ -62,6 +62,25 @@ import Testing
         #expect(merged.metrics.first { $0.name == "n" }?.value == 10_000)
     }
 
+    /// A decoded histogram, sized for its highest value at once, has the buckets and
+    /// figures of the one recorded, from 0 to an hour.
+    @Test func decodingKeepsEveryFigure() throws {
+        let m = MetricsRegistry()
+        let h = try m.register(.histogram, name: "lat")
+        for v in [0, 0.000_001, 0.0031, 0.25, 1.5, 3600] { m.observe(h, v) }
+        let metric = try #require(m.snapshot(duration: 1).metrics.first { $0.name == "lat" })
+        let encoded = try #require(metric.histogram)
+        let decoded = encoded.decode()
+        #expect(decoded.recordedValues().map { [$0.value, $0.count] } == encoded.counts)
+        let fresh = MetricStatistics(metric, duration: 1)
+        let given = MetricStatistics(metric, decoded: decoded, duration: 1)
+        for name in ["count", "min", "max", "avg", "p50", "p99", "p100"] {
+            #expect(fresh.statistic(name) == given.statistic(name), "\(name)")
+        }
+        #expect(abs((fresh.max ?? 0) - 3600) <= 3600 * 0.001)
+        #expect(abs((fresh.mean ?? 0) - 3601.753_101 / 6) <= 1)
+    }
+
     /// Each metric's unit in the summary file: times for histograms, bytes for what is
     /// named in bytes (counters and gauges alike), a plain number for the rest.
     @Test func summaryUnitsFollowTheMetricsNames() throws {

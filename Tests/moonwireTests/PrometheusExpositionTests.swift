@@ -34,6 +34,9 @@ import Testing
         let max = try #require(Self.lines(text, #"moonwire_request_latency_quantile_seconds{quantile="1"}"#).first)
         let value = try #require(Double(max.split(separator: " ").last!))
         #expect(abs(value - 0.2) <= 0.2 * 0.001, "\(max)")
+        // A scrape with nothing new since shows the same histogram lines (it is not decoded again).
+        let again = exposition.render(m.snapshot(duration: 3))
+        #expect(Self.lines(again, "moonwire_request_latency") == Self.lines(text, "moonwire_request_latency"), "\(again)")
     }
 
     @Test func emptyHistogramsHaveNoQuantilesYet() throws {
