@@ -39,6 +39,12 @@ def spread(values):
     return statistics.median(present), min(present), max(present)
 
 
+def where(meta):
+    """Where the rtt/pipelined clients and servers ran (the driver's PIN_CPU; "1" unless set)."""
+    cpu = (meta.get("config") or {}).get("PIN_CPU", "1")
+    return f"client and server on CPU {cpu}" if cpu else "client and server unpinned"
+
+
 def main(paths):
     runs = [load(p) for p in paths]
     n = len(runs)
@@ -81,7 +87,7 @@ def main(paths):
             echo.setdefault(key, [None] * n)[k] = row.get("msgs_per_s")
     if echo:
         out += ["", "## rtt and pipelined: msgs/s per run", "",
-                "Against the picows echo unless the server column says otherwise; client and server on one CPU.", ""]
+                f"Against the picows echo unless the server column says otherwise; {where(first)}.", ""]
         rows = []
         for (workload, size, peer, server), values in sorted(echo.items(), key=lambda kv: (kv[0][0] != "rtt", kv[0][1], kv[0][3], kv[0][2])):
             med, lo, hi = spread(values)
