@@ -19,17 +19,5 @@ case $workload in
     pipelined) n=${N:-1000000} ;;
     *) echo "cpusplit: rtt or pipelined, not $workload" >&2; exit 2 ;;
 esac
-export BENCH_VENV=${BENCH_VENV:-/tmp/moonwire-benchvenv}
-if ! "$BENCH_VENV/bin/python" -c 'import picows, uvloop' 2>/dev/null; then
-    echo "cpusplit: no picows in $BENCH_VENV: run bench/run.sh once (QUICK=1 is enough), which creates it" >&2
-    exit 2
-fi
-if [ -z "${MOONWIRE_BIN:-}" ]; then
-    scripts/release_build.sh --product moonwire >&2
-    MOONWIRE_BIN=$(scripts/release_build.sh --show-bin-path)/moonwire
-fi
-export MOONWIRE_BIN
-. bench/lib/floor_build.sh
-FLOOR_BIN=$(floor_build wsfloor)
-export FLOOR_BIN
+. bench/lib/rtt_clients.sh cpusplit
 exec python3 bench/lib/cpusplit.py "$workload" "$size" "$n" "${CLIENTS:-moonwire,picows,floor}"

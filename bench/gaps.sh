@@ -16,37 +16,6 @@
 # Knobs: CLIENTS, N, PIN_CPU (1), PERF_CPU (0), MOONWIRE_BIN (release build), BENCH_VENV.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n=${N:-30000} pin=${PIN_CPU:-1} perf_cpu=${PERF_CPU:-0}
-venv=${BENCH_VENV:-/tmp/moonwire-benchvenv}
 command -v perf >/dev/null || { echo "gaps: needs perf (apt: linux-perf)" >&2; exit 2; }
-"$venv/bin/python" -c 'import picows, uvloop' 2>/dev/null ||
-    { echo "gaps: no picows in $venv: run bench/run.sh once (QUICK=1 is enough), which creates it" >&2; exit 2; }
-if [ -z "${MOONWIRE_BIN:-}" ]; then
-    scripts/release_build.sh --product moonwire >&2
-    MOONWIRE_BIN=$(scripts/release_build.sh --show-bin-path)/moonwire
-fi
-. bench/lib/floor_build.sh
-floor=$(floor_build wsfloor)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-for client in $(echo "${CLIENTS:-moonwire,picows,floor}" | tr , ' '); do
-    coproc SERVER { exec taskset -c "$pin" "$venv/bin/python" bench/peers/echo_picows.py 0; }
-    server_pid=$SERVER_PID
-    read -r ready <&"${SERVER[0]}"
-    port=${ready#READY }; port=${port%% *}
-    args=(--url "ws://127.0.0.1:$port/" --workload rtt --n "$n" --size 32 --type text --conns 1)
-    case $client in
-        moonwire) cmd=("$MOONWIRE_BIN" run bench/clients/peerbench_client.lua "${args[@]}") ;;
-        picows) cmd=("$venv/bin/python" bench/peers/picows_client.py "${args[@]}") ;;
-        floor) cmd=("$floor" "${args[@]}") ;;
-        *) echo "gaps: moonwire, picows or floor, not $client" >&2; exit 2 ;;
-    esac
-    taskset -c "$perf_cpu" perf record -q -o "$work/$client.data" -C "$pin" \
-        -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -e sched:sched_switch \
-        -- taskset -c "$pin" "${cmd[@]}" | tail -1 > "$work/$client.json"
-    echo "$server_pid" > "$work/$client.server"
-    kill "$server_pid"
-    wait "$server_pid" 2>/dev/null || true
-    perf script --ns -i "$work/$client.data" -F pid,tid,time,event,trace 2>/dev/null > "$work/$client.txt"
-done
-python3 bench/lib/gaps.py "$n" "$work" $(echo "${CLIENTS:-moonwire,picows,floor}" | tr , ' ')
+. bench/lib/rtt_clients.sh gaps
+exec python3 bench/lib/gaps.py "${N:-30000}" "${CLIENTS:-moonwire,picows,floor}"

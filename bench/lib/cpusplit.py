@@ -26,7 +26,8 @@ import statistics
 import subprocess
 import sys
 
-BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import rtt_clients
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -45,27 +46,17 @@ def proc_times(pid):
 def main():
     workload, size, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     clients = sys.argv[4].split(",")
-    venv, moonwire, floor = os.environ["BENCH_VENV"], os.environ["MOONWIRE_BIN"], os.environ["FLOOR_BIN"]
+    rtt_clients.check("cpusplit", clients)
     repeat, cpu = int(os.environ.get("REPEAT", "3")), os.environ.get("PIN_CPU", "1")
-    python = os.path.join(venv, "bin/python")
-    argv = {"moonwire": [moonwire, "run", os.path.join(BENCH, "clients/peerbench_client.lua")],
-            "picows": [python, os.path.join(BENCH, "peers/picows_client.py")],
-            "floor": [floor]}
-    unknown = [c for c in clients if c not in argv]
-    if unknown:
-        sys.exit(f"cpusplit: no client {', '.join(unknown)} (CLIENTS takes {','.join(argv)})")
     pin = ["taskset", "-c", cpu] if cpu else []
     kind = "text" if workload == "rtt" else "binary"
 
     def run(client, count):
-        server = subprocess.Popen(pin + [python, os.path.join(BENCH, "peers/echo_picows.py"), "0"],
-                                  stdout=subprocess.PIPE, text=True)
+        server, port = rtt_clients.start_echo(pin)
         try:
-            port = server.stdout.readline().split()[1]
             s0 = proc_times(server.pid)
-            child = subprocess.Popen(pin + argv[client] + [
-                "--url", f"ws://127.0.0.1:{port}/", "--workload", workload, "--n", str(count),
-                "--size", str(size), "--type", kind], stdout=subprocess.PIPE, text=True)
+            child = subprocess.Popen(pin + rtt_clients.client_argv(client, port, workload, count, size, kind),
+                                     stdout=subprocess.PIPE, text=True)
             start = os.times().elapsed
             _, status, usage = os.wait4(child.pid, 0)
             wall = os.times().elapsed - start
