@@ -63,7 +63,7 @@ extension Shard {
 
     /// A job array's task (`sbatch --array=A-B[:S]`): its place in the range of task IDs.
     private static func arrayTask(_ env: [String: String]) throws(SourceError) -> Shard? {
-        guard let idText = env["SLURM_ARRAY_TASK_ID"] else { return nil }
+        guard env["SLURM_ARRAY_TASK_ID"] != nil else { return nil }
         func number(_ name: String, default value: Int? = nil) throws(SourceError) -> Int {
             guard let text = env[name] else {
                 if let value { return value }

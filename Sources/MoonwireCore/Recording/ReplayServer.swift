@@ -109,7 +109,7 @@ public final class ReplayServer: MessageServerDelegate {
         guard state.next >= conversation.exchanges.count, let close = conversation.serverClose else { return }
         let deadline = max(NIODeadline.now() + delay(from: last, to: close.time), state.lastDeadline)
         state.tasks.append(loop.scheduleTask(deadline: deadline) { [weak peer] in
-            try? peer?.close(code: close.code, reason: close.reason)
+            _ = try? peer?.close(code: close.code, reason: close.reason)
         })
     }
 
@@ -127,6 +127,6 @@ public final class ReplayServer: MessageServerDelegate {
         state.failure = message
         state.tasks.forEach { $0.cancel() }
         report("peer \(peer.id): MISMATCH at " + message)
-        try? peer.close(code: Self.mismatchCode, reason: Self.closeReason(message))
+        _ = try? peer.close(code: Self.mismatchCode, reason: Self.closeReason(message))
     }
 }

@@ -180,7 +180,7 @@ public final class MessageServer {
         self.serverChannel?.close(promise: nil)
         for peer in self.peersByID.values.sorted(by: { $0.id < $1.id }) {
             if peer.isConnected {
-                try? peer.close(code: CloseCode.goingAway, reason: "server shutting down")
+                _ = try? peer.close(code: CloseCode.goingAway, reason: "server shutting down")
             } else {
                 peer.channel.close(promise: nil)
             }

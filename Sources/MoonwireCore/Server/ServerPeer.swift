@@ -275,7 +275,7 @@ public final class ServerPeer {
     func closeForBeingSlow() {
         guard self.isOpen else { return }
         self.slowClose = (CloseCode.policyViolation, "too slow")
-        try? self.close(code: CloseCode.policyViolation, reason: "too slow")
+        _ = try? self.close(code: CloseCode.policyViolation, reason: "too slow")
     }
 
     /// The connection ended; called exactly once.
