@@ -60,6 +60,11 @@ PORT_BUDGET = 24000  # of the 28232 ephemeral ports (32768-60999); tcp_tw_reuse=
 SETTLE_S = 2
 
 
+def where(cpu):
+    """Where the rtt and pipelined clients and servers run, for tables: PIN_CPU ("" = nowhere)."""
+    return f"client and server on CPU {cpu}" if cpu else "client and server unpinned"
+
+
 def env_list(name, default):
     return [x.strip() for x in E(name, default).replace(" ", ",").split(",") if x.strip()]
 
@@ -96,7 +101,7 @@ class Config:
         self.spread_rounds = int(E("SPREAD_ROUNDS", "100"))
         self.spread_interval = float(E("SPREAD_INTERVAL", "0.1"))  # the issue's 10 rounds a second
         self.cpu = E("PIN_CPU", "1")  # empty: nothing pinned
-        self.where = f"client and server on CPU {self.cpu}" if self.cpu else "client and server unpinned"
+        self.where = where(self.cpu)
         self.metrics_n = int(E("METRICS_N", "1000000"))
 
     def peer_argv(self, peer, run_flags=()):

@@ -11,6 +11,8 @@ import json
 import statistics
 import sys
 
+import driver
+
 
 def load(path):
     with open(path) as f:
@@ -41,8 +43,7 @@ def spread(values):
 
 def where(meta):
     """Where the rtt/pipelined clients and servers ran (the driver's PIN_CPU; "1" unless set)."""
-    cpu = (meta.get("config") or {}).get("PIN_CPU", "1")
-    return f"client and server on CPU {cpu}" if cpu else "client and server unpinned"
+    return driver.where((meta.get("config") or {}).get("PIN_CPU", "1"))
 
 
 def main(paths):
