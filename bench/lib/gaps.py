@@ -4,13 +4,12 @@
     python3 bench/lib/gaps.py N CLIENT,CLIENT...
 
 Each client runs N rtt round trips (no warm-up, so that every traced one counts) against
-a fresh picows echo, both on PIN_CPU (1),
-under `perf record` of the raw_syscalls and sched_switch tracepoints on that CPU, perf
-itself on PERF_CPU (0). The client is the busiest thread outside the server's process
-in `perf script`'s output. A segment runs from
-a system call's exit to the thread's next entry, leaving out the time between a switch
-away from the thread and the switch back. Segments are grouped by the pair of calls; per
-round trip: how many, and their median and mean in µs.
+a fresh picows echo, both on PIN_CPU (1), under `perf record` of the raw_syscalls and
+sched_switch tracepoints on that CPU, perf itself on PERF_CPU (0). The client is the
+busiest thread outside the server's process in `perf script`'s output. A segment runs
+from a system call's exit to the thread's next entry, leaving out the time between a
+switch away from the thread and the switch back. Segments are grouped by the pair of
+calls; per round trip: how many, and their median and mean in µs.
 """
 import collections
 import json
