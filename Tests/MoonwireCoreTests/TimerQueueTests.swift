@@ -1,4 +1,4 @@
-import MoonwireCore
+@testable import MoonwireCore
 import NIOCore
 import NIOEmbedded
 import NIOPosix
@@ -18,6 +18,17 @@ import Testing
         while let e = q.popFirst(dueBy: base + .nanoseconds(100)) { out.append(e) }
         #expect(out == ["early", "tie-1", "tie-2", "tie-3", "late"])
         #expect(q.isEmpty)
+    }
+
+    @Test func removeAllKeepsTheOthersInOrder() {
+        var q = TimerQueue<Int>()
+        for i in 0..<100 { q.insert(i, at: .uptimeNanoseconds(UInt64(1_000 - i % 10))) }
+        q.removeAll { $0 % 3 == 0 }
+        #expect(q.count == 66)
+        var out: [Int] = []
+        while let i = q.popFirst(dueBy: .uptimeNanoseconds(2_000)) { out.append(i) }
+        let expected = (0..<100).filter { $0 % 3 != 0 }.sorted { (10 - $0 % 10, $0) < (10 - $1 % 10, $1) }
+        #expect(out == expected)
     }
 
     @Test func manyRandomDeadlinesComeOutSorted() {
@@ -72,6 +83,51 @@ import Testing
         }
         timers.cancel(id)
         #expect(late == [10, 35, 40, 50])
+    }
+
+    /// A wait with a timeout for every message (`c:receive(30)`), each timer cancelled when
+    /// its message comes, behind a live timer due first (a script's `mw.every`): the
+    /// cancelled entries used to stay queued until their own deadline, one per message.
+    @Test func cancelledTimersDoNotPileUpBehindALiveOne() {
+        let loop = EmbeddedEventLoop()
+        let clock = VirtualClock()
+        let timers = TimerScheduler(eventLoop: loop, now: { clock.now })
+        var ticks = 0
+        timers.schedule(after: .milliseconds(1), every: .milliseconds(1)) { ticks += 1 }
+        var maxQueued = 0
+        for _ in 0..<10_000 {
+            timers.cancel(timers.schedule(after: .seconds(30)) { Issue.record("a cancelled timer fired") })
+            maxQueued = max(maxQueued, timers.queuedCount)
+        }
+        #expect(timers.count == 1)
+        #expect(maxQueued <= 2 * timers.count + TimerScheduler.staleSlack + 1)
+        clock.now = clock.now + .milliseconds(1)
+        loop.advanceTime(to: clock.now)
+        #expect(ticks == 1)
+        clock.now = clock.now + .seconds(31)
+        loop.advanceTime(to: clock.now)
+        #expect(ticks == 2)  // missed ticks are skipped; no cancelled timer fired
+    }
+
+    /// Once the last live timer is cancelled nothing stays armed on the loop (a pending
+    /// task makes the loop read the clock on every tick).
+    @Test func cancellingTheLastTimerDisarmsTheLoop() {
+        let loop = EmbeddedEventLoop()
+        let clock = VirtualClock()
+        let timers = TimerScheduler(eventLoop: loop, now: { clock.now })
+        let a = timers.schedule(after: .seconds(120)) { Issue.record("cancelled") }
+        let b = timers.schedule(after: .seconds(60)) { Issue.record("cancelled") }
+        #expect(timers.isArmed)
+        timers.cancel(b)
+        #expect(timers.isArmed)
+        timers.cancel(a)
+        #expect(!timers.isArmed)
+        #expect(timers.queuedCount == 0)
+        var fired = false
+        timers.schedule(after: .seconds(1)) { fired = true }
+        clock.now = clock.now + .seconds(1)
+        loop.advanceTime(to: clock.now)
+        #expect(fired)
     }
 
     @Test func firesInOrderAndHonoursCancel() throws {

@@ -59,4 +59,10 @@ public struct TimerQueue<Element> {
     public mutating func removeFirst() {
         heap.removeMin()
     }
+
+    /// Removes every element `shouldRemove` picks, wherever it is in the queue; the others
+    /// keep their order. O(n).
+    public mutating func removeAll(where shouldRemove: (Element) -> Bool) {
+        heap = Heap(heap.unordered.filter { !shouldRemove($0.element) })
+    }
 }

@@ -88,11 +88,34 @@ public final class TimerScheduler {
     }
 
     /// Cancels a timer; returns false if it had already fired or been cancelled.
+    ///
+    /// A cancelled timer's entry stays in the queue until it comes up, unless that would
+    /// let the queue grow past its live timers: the last live timer cancelled empties the
+    /// queue and disarms the loop's task (a loop with a task pending reads the clock on
+    /// every tick), and once the cancelled entries outnumber the live ones (plus
+    /// ``staleSlack``) they are all dropped at once. A script that waits with a timeout
+    /// for every message (`c:receive(30)`) behind a repeating timer kept one entry per
+    /// message for 30 s; now the queue holds at most twice its live timers plus the slack.
     @discardableResult
     public func cancel(_ id: ID) -> Bool {
         eventLoop.preconditionInEventLoop()
-        return timers.removeValue(forKey: id) != nil
+        guard timers.removeValue(forKey: id) != nil else { return false }
+        if timers.isEmpty {
+            queue = TimerQueue()
+            armed?.task.cancel()
+            armed = nil
+        } else if queue.count - timers.count > timers.count + Self.staleSlack {
+            queue.removeAll { timers[$0] == nil }
+        }
+        return true
     }
+
+    /// Cancelled entries the queue may hold beyond as many as it has live timers.
+    static let staleSlack = 64
+
+    /// Entries in the queue, live or cancelled, and whether the loop's task is armed (tests).
+    var queuedCount: Int { queue.count }
+    var isArmed: Bool { armed != nil }
 
     /// Cancels every timer.
     public func cancelAll() {
