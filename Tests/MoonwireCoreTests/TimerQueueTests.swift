@@ -50,9 +50,7 @@ import Testing
     /// however long each callback takes, so lateness never adds up; ticks missed
     /// entirely are skipped, not fired in a burst.
     @Test func repeatingTimersAreAnchoredAndDoNotDrift() {
-        let loop = EmbeddedEventLoop()
-        let clock = VirtualClock()
-        let timers = TimerScheduler(eventLoop: loop, now: { clock.now })
+        let (loop, clock, timers) = virtualTimers()
         var fired: [Int64] = []
         let first = timers.schedule(after: .milliseconds(10), every: .milliseconds(10)) {
             fired.append(clock.now.uptimeNanoseconds.asMilliseconds)
@@ -89,9 +87,7 @@ import Testing
     /// its message comes, behind a live timer due first (a script's `mw.every`): the
     /// cancelled entries used to stay queued until their own deadline, one per message.
     @Test func cancelledTimersDoNotPileUpBehindALiveOne() {
-        let loop = EmbeddedEventLoop()
-        let clock = VirtualClock()
-        let timers = TimerScheduler(eventLoop: loop, now: { clock.now })
+        let (loop, clock, timers) = virtualTimers()
         var ticks = 0
         timers.schedule(after: .milliseconds(1), every: .milliseconds(1)) { ticks += 1 }
         var maxQueued = 0
@@ -112,9 +108,7 @@ import Testing
     /// Once the last live timer is cancelled nothing stays armed on the loop (a pending
     /// task makes the loop read the clock on every tick).
     @Test func cancellingTheLastTimerDisarmsTheLoop() {
-        let loop = EmbeddedEventLoop()
-        let clock = VirtualClock()
-        let timers = TimerScheduler(eventLoop: loop, now: { clock.now })
+        let (loop, clock, timers) = virtualTimers()
         let a = timers.schedule(after: .seconds(120)) { Issue.record("cancelled") }
         let b = timers.schedule(after: .seconds(60)) { Issue.record("cancelled") }
         #expect(timers.isArmed)
@@ -162,6 +156,13 @@ import Testing
 
 final class VirtualClock: @unchecked Sendable {
     var now = NIODeadline.uptimeNanoseconds(0)
+}
+
+/// A scheduler on an embedded loop whose time is `clock`'s, which the test moves.
+private func virtualTimers() -> (EmbeddedEventLoop, VirtualClock, TimerScheduler) {
+    let loop = EmbeddedEventLoop()
+    let clock = VirtualClock()
+    return (loop, clock, TimerScheduler(eventLoop: loop, now: { clock.now }))
 }
 
 extension UInt64 {
