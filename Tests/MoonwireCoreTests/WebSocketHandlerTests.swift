@@ -43,6 +43,38 @@ struct WebSocketHandlerTests {
         #expect(frames.prefix(3).allSatisfy { $0.masked == (role == .client) })
     }
 
+    @Test("the loop's spare gathered buffer: reused once the channel is done with it, never written into while it is not", arguments: roles)
+    func spareGatherBuffer(role: WebSocketRole) throws {
+        let end = try End(role)
+        let spare = SpareGatherBuffer.shared(on: end.channel.embeddedEventLoop)
+        spare.buffer = nil
+        func send(_ text: String) throws {
+            try Array(text.utf8).withUnsafeBytes { try end.handler.send(bytes: $0, kind: .text) }
+            end.tick()
+        }
+        func storage(_ buffer: ByteBuffer?) -> UInt? {
+            buffer?.withVeryUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        }
+        // Written and read back: nothing but the spare holds the buffer, so the next
+        // message is gathered into the same storage.
+        try send("zero")
+        #expect(try end.sent().map(\.text) == ["zero"])
+        let kept = storage(spare.buffer)
+        #expect(kept != nil, "the buffer written last waits as the spare")
+        try send("first")
+        let held = try end.writes()  // the test holds the first buffer from now on
+        #expect(held.count == 1)
+        #expect(storage(held[0]) == kept)
+        // Still held: the next message goes into other storage, the held bytes stay.
+        let before = Array(held[0].readableBytesView)
+        try send("second")
+        let second = try end.writes()
+        #expect(storage(second[0]) != kept)
+        #expect(Array(held[0].readableBytesView) == before, "a buffer the channel still holds is not written into")
+        #expect(try Frame.parse(held[0]).map(\.text) == ["first"])
+        #expect(try Frame.parse(second[0]).map(\.text) == ["second"])
+    }
+
     @Test("a fragmented message with a ping between its fragments: pong first, then the message", arguments: roles)
     func fragmentsIn(role: WebSocketRole) throws {
         let end = try End(role)

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOPosix
 
 /// The outbound side of a message channel handler, one implementation for
 /// ``WebSocketHandler`` and ``FramedChannelHandler``: the gathered buffer (small frames
@@ -34,11 +35,14 @@ final class ChannelOutbound {
 
     /// The loop's busy poller, when polling is on.
     private var poll: BusyPoll?
+    /// The loop's spare gathered buffer (``SpareGatherBuffer``).
+    private var spare: SpareGatherBuffer?
 
     /// At handlerAdded.
     func added(_ context: ChannelHandlerContext) {
         self.allocator = context.channel.allocator
         self.poll = BusyPoll.shared(on: context.eventLoop)
+        self.spare = SpareGatherBuffer.shared(on: context.eventLoop)
     }
 
     /// Bytes of the small frames not handed to the channel yet (not in its buffered bytes).
@@ -66,10 +70,14 @@ final class ChannelOutbound {
         self.flushes.wrote(flusher, loop: context.eventLoop)
     }
 
-    /// The gathered buffer to append one more small frame to (a new one of `capacity`
-    /// bytes when there is none); give it back with ``gathered(_:context:flusher:)``.
+    /// The gathered buffer to append one more small frame to (when there is none, the
+    /// loop's spare, emptied, or a new one of `capacity` bytes); give it back with
+    /// ``gathered(_:context:flusher:)``.
     func takeGathered(capacity: Int) -> ByteBuffer {
-        self.gathered.take() ?? self.allocator.buffer(capacity: capacity)
+        if let gathered = self.gathered.take() { return gathered }
+        guard var reused = self.spare?.buffer.take() else { return self.allocator.buffer(capacity: capacity) }
+        reused.clear(minimumCapacity: capacity)
+        return reused
     }
 
     /// Keeps `buffer` (from ``takeGathered(capacity:)``) for more small frames, or
@@ -83,10 +91,12 @@ final class ChannelOutbound {
         self.flushes.wrote(flusher, loop: context.eventLoop)
     }
 
-    /// Hands the gathered small frames to the channel.
+    /// Hands the gathered small frames to the channel, and keeps their buffer as the loop's
+    /// spare.
     func writeGathered(_ context: ChannelHandlerContext) {
         if let gathered = self.gathered.take() {
             context.write(NIOAny(gathered), promise: nil)
+            self.spare?.buffer = gathered
         }
     }
 
@@ -109,5 +119,27 @@ final class ChannelOutbound {
     func writabilityChanged(_ context: ChannelHandlerContext) {
         context.fireChannelWritabilityChanged()
         if context.channel.isWritable { self.budget?.channelBecameWritable(context.channel) }
+    }
+}
+
+/// The gathered buffer a handler on this loop thread handed to its channel last, kept for
+/// the next handler that gathers: a connection that answers each read with one small
+/// message (an echo, a request and its reply) allocated and freed a buffer per message.
+/// Once the channel has written it nothing else holds it, and `clear` empties it in place;
+/// while the channel still holds it, `clear` makes a new one, as the allocator would, and
+/// the bytes waiting in it stay as they are. One per loop thread, so at most one buffer
+/// (up to twice ``ChannelOutbound/gatherBufferLimit``) per loop. Used on its loop only.
+final class SpareGatherBuffer {
+    private static let perThread = ThreadSpecificVariable<SpareGatherBuffer>()
+    private let loop: EventLoop
+    var buffer: ByteBuffer?
+
+    private init(loop: EventLoop) {
+        self.loop = loop
+    }
+
+    /// The spare of `loop`. Call on `loop`.
+    static func shared(on loop: EventLoop) -> SpareGatherBuffer {
+        perThread.currentValue(orMake: { SpareGatherBuffer(loop: loop) }, keepingIf: { $0.loop === loop })
     }
 }
