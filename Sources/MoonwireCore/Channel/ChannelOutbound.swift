@@ -129,17 +129,12 @@ final class ChannelOutbound {
 /// while the channel still holds it, `clear` makes a new one, as the allocator would, and
 /// the bytes waiting in it stay as they are. One per loop thread, so at most one buffer
 /// (up to twice ``ChannelOutbound/gatherBufferLimit``) per loop. Used on its loop only.
-final class SpareGatherBuffer {
-    private static let perThread = ThreadSpecificVariable<SpareGatherBuffer>()
-    private let loop: EventLoop
+final class SpareGatherBuffer: LoopLocal {
+    static let perThread = ThreadSpecificVariable<SpareGatherBuffer>()
+    let loop: EventLoop
     var buffer: ByteBuffer?
 
-    private init(loop: EventLoop) {
+    init(loop: EventLoop) {
         self.loop = loop
-    }
-
-    /// The spare of `loop`. Call on `loop`.
-    static func shared(on loop: EventLoop) -> SpareGatherBuffer {
-        perThread.currentValue(orMake: { SpareGatherBuffer(loop: loop) }, keepingIf: { $0.loop === loop })
     }
 }

@@ -11,25 +11,20 @@ protocol EndOfTickFlushing: AnyObject {
 /// handler that wrote outside a read, in the order they wrote, instead of a task per
 /// handler (a script sending once on each of 10 000 connections would queue 10 000).
 /// Used on its loop only.
-final class EndOfTickFlusher {
+final class EndOfTickFlusher: LoopLocal {
     // One per loop thread; an embedded loop runs on its caller's thread, hence the check
     // of the loop in `shared(on:)` (a flush task left on an embedded loop that never runs
     // again must not hold up another loop's handlers).
-    private static let perThread = ThreadSpecificVariable<EndOfTickFlusher>()
-    private let loop: EventLoop
+    static let perThread = ThreadSpecificVariable<EndOfTickFlusher>()
+    let loop: EventLoop
     private var pending: [any EndOfTickFlushing] = []
     private var spare: [any EndOfTickFlushing] = []
     private var scheduled = false
     /// Inside ``flushing(after:)``: a write needs no task, the batch flushes at its end.
     private var holding = 0
 
-    private init(loop: EventLoop) {
+    init(loop: EventLoop) {
         self.loop = loop
-    }
-
-    /// The flusher of `loop`. Call on `loop`.
-    static func shared(on loop: EventLoop) -> EndOfTickFlusher {
-        perThread.currentValue(orMake: { EndOfTickFlusher(loop: loop) }, keepingIf: { $0.loop === loop })
     }
 
     func add(_ handler: any EndOfTickFlushing) {
