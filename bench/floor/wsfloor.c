@@ -509,15 +509,15 @@ static int rtt_frame(void *ctx, int opcode, uint64_t len, const uint8_t *pre) {
 static void rtt(void) {
     rtt_state st = {0};
     parser p = {0};
-    int fd = open_blocking(&p, rtt_frame, &st);
     const char *wait = getenv("FLOOR_WAIT");
+    if (wait && strcmp(wait, "epoll") != 0 && strcmp(wait, "recv") != 0)
+        fail("FLOOR_WAIT: recv or epoll, not '%s'", wait);
+    int fd = open_blocking(&p, rtt_frame, &st);
     int ep = -1;
     if (wait && strcmp(wait, "epoll") == 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
         ep = epoll_create1(EPOLL_CLOEXEC);
         if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) fail("epoll: %s", strerror(errno));
-    } else if (wait && strcmp(wait, "recv") != 0) {
-        fail("FLOOR_WAIT: recv or epoll, not '%s'", wait);
     }
     long long total = o.warmup + o.n;
     double *lat = malloc(sizeof(double) * (size_t)o.n);
