@@ -101,9 +101,7 @@ public final class TimerScheduler {
         eventLoop.preconditionInEventLoop()
         guard timers.removeValue(forKey: id) != nil else { return false }
         if timers.isEmpty {
-            queue = TimerQueue()
-            armed?.task.cancel()
-            armed = nil
+            emptyQueue()
         } else if queue.count - timers.count > timers.count + Self.staleSlack {
             queue.removeAll { timers[$0] == nil }
         }
@@ -120,6 +118,11 @@ public final class TimerScheduler {
     /// Cancels every timer.
     public func cancelAll() {
         timers.removeAll()
+        emptyQueue()
+    }
+
+    /// No timer is live: drops what the queue still holds and disarms the loop's task.
+    private func emptyQueue() {
         queue = TimerQueue()
         armed?.task.cancel()
         armed = nil
@@ -131,11 +134,7 @@ public final class TimerScheduler {
         while let id = queue.first, timers[id] == nil {
             queue.removeFirst()
         }
-        guard let deadline = queue.firstDeadline else {
-            armed?.task.cancel()
-            armed = nil
-            return
-        }
+        guard let deadline = queue.firstDeadline else { return emptyQueue() }
         if let armed, armed.deadline <= deadline { return }
         armed?.task.cancel()
         let task = clock.scheduleTask(on: eventLoop, deadline: deadline) { [weak self] in
