@@ -22,7 +22,11 @@
  * epoll_wait() instead and then reads without blocking, as an event-loop client
  * does (moonwire's, picows's): the same work and one more system call per
  * round trip. Pinned beside the picows echo, the wait alone moves the rate by
- * about 4 % (docs/performance.md).
+ * about 4 % (docs/performance.md). FLOOR_IO=rw (with FLOOR_WAIT=epoll) makes
+ * the calls SwiftNIO's stream channels make: the socket non-blocking, read()
+ * and write() instead of recv() and send() (docs/performance.md: pinned on
+ * the 6.18 VM, about 1 % of the rate, and the echo sleeps as often as beside
+ * moonwire's client).
  *
  * A peer on this host gets the socket setting moonwire uses for one: a 1 MiB
  * send buffer instead of the kernel's autotuning (see loopback_send_buffer).
@@ -44,6 +48,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -468,6 +473,23 @@ static int send_all_blocking(int fd, const uint8_t *b, size_t len) {
     return 0;
 }
 
+/* write() to a non-blocking socket (FLOOR_IO=rw), waiting in poll() while it is full. */
+static int write_all_nonblocking(int fd, const uint8_t *b, size_t len) {
+    while (len) {
+        ssize_t r = write(fd, b, len);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN) return -1;
+            struct pollfd w = {.fd = fd, .events = POLLOUT};
+            if (poll(&w, 1, -1) < 0 && errno != EINTR) return -1;
+            continue;
+        }
+        b += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
 /* Connects, upgrades; leftover bytes after the response header go to the parser. */
 static int open_blocking(parser *p, frame_fn fn, void *ctx) {
     int fd = new_socket(0);
@@ -512,7 +534,14 @@ static void rtt(void) {
     const char *wait = getenv("FLOOR_WAIT");
     if (wait && strcmp(wait, "epoll") != 0 && strcmp(wait, "recv") != 0)
         fail("FLOOR_WAIT: recv or epoll, not '%s'", wait);
+    const char *io = getenv("FLOOR_IO");
+    if (io && strcmp(io, "rw") != 0 && strcmp(io, "sendrecv") != 0)
+        fail("FLOOR_IO: sendrecv or rw, not '%s'", io);
+    int use_rw = io && strcmp(io, "rw") == 0;
+    if (use_rw && !(wait && strcmp(wait, "epoll") == 0))
+        fail("FLOOR_IO=rw needs FLOOR_WAIT=epoll (its socket does not block)");
     int fd = open_blocking(&p, rtt_frame, &st);
+    if (use_rw && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) fail("fcntl: %s", strerror(errno));
     int ep = -1;
     if (wait && strcmp(wait, "epoll") == 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
@@ -527,13 +556,14 @@ static void rtt(void) {
     for (long long i = 0; i < total; i++) {
         int64_t sent = now_ns();
         size_t flen = put_frame(frame, kind, payload, (size_t)o.size);
-        if (send_all_blocking(fd, frame, flen)) fail("send: %s", strerror(errno));
+        if (use_rw ? write_all_nonblocking(fd, frame, flen) : send_all_blocking(fd, frame, flen))
+            fail("%s: %s", use_rw ? "write" : "send", strerror(errno));
         while (st.echoes <= i) {
             if (ep >= 0) {
                 struct epoll_event ready;
                 if (epoll_wait(ep, &ready, 1, -1) < 0 && errno != EINTR) fail("epoll_wait: %s", strerror(errno));
             }
-            ssize_t r = recv(fd, rbuf, RBUF, ep >= 0 ? MSG_DONTWAIT : 0);
+            ssize_t r = use_rw ? read(fd, rbuf, RBUF) : recv(fd, rbuf, RBUF, ep >= 0 ? MSG_DONTWAIT : 0);
             if (r < 0 && (errno == EINTR || (ep >= 0 && errno == EAGAIN))) continue;
             if (r <= 0) fail("disconnected early%s%s", r ? ": " : "", r ? strerror(errno) : "");
             if (feed(&p, rbuf, (size_t)r, rtt_frame, &st) < 0) fail("%s", parse_error);
