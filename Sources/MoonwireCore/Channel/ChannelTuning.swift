@@ -5,7 +5,7 @@ import NIOCore
 enum ChannelTuning {
     /// The read buffer. A channel keeps its buffer for the next read, so an idle
     /// connection holds the current size: 16 KiB here once cost 16 KiB per connection,
-    /// and 512 bytes instead of 1 KiB took an idle client connection from 8.16 to 7.67 KiB
+    /// and 512 bytes instead of 1 KiB took an idle client connection from 8.16 to 7.2 – 7.7 KiB
     /// (15 000 of them, docs/performance.md). Each read that fills the buffer doubles it,
     /// up to 1 MiB, so bulk traffic gets big reads after a few; two reads in a row of at
     /// most half of it halve it, down to 256 bytes. A handshake's response or request
