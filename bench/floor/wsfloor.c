@@ -460,23 +460,11 @@ static uint8_t rbuf[RBUF];
 static uint8_t *payload;
 static int kind;
 
-static int send_all_blocking(int fd, const uint8_t *b, size_t len) {
+/* Writes all of b with send(), or with write() as SwiftNIO does (FLOOR_IO=rw); a
+ * non-blocking socket that is full is waited for in poll(). */
+static int send_all(int fd, const uint8_t *b, size_t len, int use_write) {
     while (len) {
-        ssize_t r = send(fd, b, len, MSG_NOSIGNAL);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        b += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
-/* write() to a non-blocking socket (FLOOR_IO=rw), waiting in poll() while it is full. */
-static int write_all_nonblocking(int fd, const uint8_t *b, size_t len) {
-    while (len) {
-        ssize_t r = write(fd, b, len);
+        ssize_t r = use_write ? write(fd, b, len) : send(fd, b, len, MSG_NOSIGNAL);
         if (r < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN) return -1;
@@ -495,7 +483,7 @@ static int open_blocking(parser *p, frame_fn fn, void *ctx) {
     int fd = new_socket(0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&peer_addr, peer_addr_len) < 0)
         fail("connect failed: %s", strerror(errno));
-    if (send_all_blocking(fd, (const uint8_t *)request, request_len))
+    if (send_all(fd, (const uint8_t *)request, request_len, 0))
         fail("handshake write: %s", strerror(errno));
     char buf[8192];
     size_t len = 0, hdr;
@@ -537,13 +525,12 @@ static void rtt(void) {
     const char *io = getenv("FLOOR_IO");
     if (io && strcmp(io, "rw") != 0 && strcmp(io, "sendrecv") != 0)
         fail("FLOOR_IO: sendrecv or rw, not '%s'", io);
-    int use_rw = io && strcmp(io, "rw") == 0;
-    if (use_rw && !(wait && strcmp(wait, "epoll") == 0))
-        fail("FLOOR_IO=rw needs FLOOR_WAIT=epoll (its socket does not block)");
+    int use_epoll = wait && strcmp(wait, "epoll") == 0, use_rw = io && strcmp(io, "rw") == 0;
+    if (use_rw && !use_epoll) fail("FLOOR_IO=rw needs FLOOR_WAIT=epoll (its socket does not block)");
     int fd = open_blocking(&p, rtt_frame, &st);
     if (use_rw && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) fail("fcntl: %s", strerror(errno));
     int ep = -1;
-    if (wait && strcmp(wait, "epoll") == 0) {
+    if (use_epoll) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
         ep = epoll_create1(EPOLL_CLOEXEC);
         if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) fail("epoll: %s", strerror(errno));
@@ -556,8 +543,7 @@ static void rtt(void) {
     for (long long i = 0; i < total; i++) {
         int64_t sent = now_ns();
         size_t flen = put_frame(frame, kind, payload, (size_t)o.size);
-        if (use_rw ? write_all_nonblocking(fd, frame, flen) : send_all_blocking(fd, frame, flen))
-            fail("%s: %s", use_rw ? "write" : "send", strerror(errno));
+        if (send_all(fd, frame, flen, use_rw)) fail("%s: %s", use_rw ? "write" : "send", strerror(errno));
         while (st.echoes <= i) {
             if (ep >= 0) {
                 struct epoll_event ready;
