@@ -15,6 +15,7 @@ import Testing
 
     @Test func writesAndReadsBackAConversation() throws {
         let path = temp("a.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         let session = try SessionRecorder(path: path, toolVersion: "9.9", url: "ws://h/?token=abc&room=1", headers: [("Authorization", "Bearer x"), ("X-Trace", "1")])
         let c = session.connection(url: "ws://h/?token=abc&room=1", headers: [("Cookie", "s=1")])
         c.opened(subprotocol: "chat", extensions: nil, reconnects: 0)
@@ -41,6 +42,7 @@ import Testing
 
     @Test func badLinesNameFileAndLine() throws {
         let path = temp("bad.jsonl")
+        defer { try? FileManager.default.removeItem(atPath: path) }
         try "{\"moonwire_recording\":1}\n{\"t\":1,\"c\":1,\"event\":\"message\",\"dir\":\"up\",\"kind\":\"text\",\"data\":\"x\"}\n".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: RecordingError.self) { try RecordingReader.conversation(path: path) }
         do {

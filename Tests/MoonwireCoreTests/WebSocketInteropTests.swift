@@ -132,6 +132,8 @@ enum TLSFixture {
     static let files: Result<Files, Error> = Result {
         let dir = NSTemporaryDirectory() + "moonwire-tls-\(getpid())"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // Shared by every TLS test, so removed when the test process exits.
+        atexit { try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "moonwire-tls-\(getpid())") }
         let script = """
             set -e
             cd '\(dir)'

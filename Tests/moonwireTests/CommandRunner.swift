@@ -87,9 +87,7 @@ struct CommandRunner {
 
     /// Writes a throwaway script and returns its path.
     static func script(_ name: String, _ source: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-cli-tests-\(getpid())")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let file = dir.appendingPathComponent(name)
+        let file = try Scratch.folder("scripts").appendingPathComponent(name)
         try source.write(to: file, atomically: true, encoding: .utf8)
         return file.path
     }

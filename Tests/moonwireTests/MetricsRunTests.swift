@@ -24,10 +24,7 @@ import Testing
     }
 
     static func scratch(_ name: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-metrics-\(getpid())-\(name)")
-        try? FileManager.default.removeItem(at: dir)
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir.path
+        try Scratch.folder("metrics-\(name)", fresh: true).path
     }
 
     /// Whether a run of examples/load_rate.lua did what it should. Its

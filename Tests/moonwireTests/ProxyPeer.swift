@@ -115,8 +115,7 @@ enum TestCertificates {
     }
 
     static let files: Result<Files, Error> = Result {
-        let dir = NSTemporaryDirectory() + "moonwire-cli-tls-\(getpid())"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try Scratch.folder("tls").path
         let script = """
             set -e
             cd '\(dir)'

@@ -116,9 +116,7 @@ extension CommandRunner {
 
 @Suite(.serialized, .timeLimit(.minutes(5))) struct ReplayTests {
     let dir: URL = {
-        let d = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-replay-tests-\(getpid())-\(UUID().uuidString.prefix(8))")
-        try? FileManager.default.createDirectory(at: d, withIntermediateDirectories: true)
-        return d
+        (try? Scratch.folder("replay-\(UUID().uuidString.prefix(8))")) ?? Scratch.root
     }()
 
     func path(_ name: String) -> String { dir.appendingPathComponent(name).path }

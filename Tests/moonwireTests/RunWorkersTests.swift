@@ -214,9 +214,6 @@ import Testing
         """
 
     private static func scratchFolder(_ name: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-workers-\(getpid())-\(name)")
-        try? FileManager.default.removeItem(at: dir)
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir.path
+        try Scratch.folder("workers-\(name)", fresh: true).path
     }
 }

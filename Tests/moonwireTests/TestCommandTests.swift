@@ -9,7 +9,7 @@ import FoundationXML
     static let suite = "Tests/moonwireTests/Fixtures/suite"
 
     @Test func fixtureSuiteOutcomes() throws {
-        let junit = FileManager.default.temporaryDirectory.appendingPathComponent("moonwire-junit-\(getpid()).xml").path
+        let junit = Scratch.root.appendingPathComponent("junit.xml").path
         let r = try CommandRunner.run("test", "--timeout", "0.5", "--junit", junit, Self.suite)
         #expect(r.status == 1)
         let lines = r.stdout.split(separator: "\n").map(String.init)
