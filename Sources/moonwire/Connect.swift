@@ -31,8 +31,15 @@ struct Connect: ParsableCommand {
 
     @OptionGroup var protocols: ConnectProtocol.Options
 
-    @Argument(help: "A ws://, wss://, tcp:// or tls:// URL.")
+    @Argument(help: "A ws://, wss://, tcp:// or tls:// URL; without a scheme, ws:// (as wscat).")
     var url: String
+
+    /// The URL to dial. Plain connect takes wscat's rule, a URL without a scheme is a
+    /// WebSocket one (`localhost:8080` is `ws://localhost:8080`); with --protocol the
+    /// module's schemes apply (socket.io's http://, mqtt://), so there is no default.
+    var dialled: String {
+        protocols.name == nil && !url.contains("://") ? "ws://" + url : url
+    }
 
     func validate() throws {
         if let wait { _ = try ArgumentValues.seconds(wait, flag: "--wait") }
@@ -44,7 +51,7 @@ struct Connect: ParsableCommand {
     func makeConfiguration() throws -> (TransportURL, ManagedConnection.Configuration, Int) {
         let target: TransportURL
         do {
-            target = try TransportURL(url)
+            target = try TransportURL(dialled)
         } catch {
             throw ValidationError("\(error); give a URL such as ws://127.0.0.1:9000/ or tcp://127.0.0.1:7000")
         }
@@ -107,8 +114,8 @@ struct Connect: ParsableCommand {
         let group = try LoopGroup.make(threads: 1)
         let loop = group.next()
         let settings = ConnectSession.Settings(execute: execute, wait: wait, hexInput: session.hexInput, maxFile: maxBytes)
-        let recorder = try recording.makeRecorder(url: url, headers: configuration.socket.headers)?
-            .connection(url: url, headers: configuration.socket.headers)
+        let recorder = try recording.makeRecorder(url: dialled, headers: configuration.socket.headers)?
+            .connection(url: dialled, headers: configuration.socket.headers)
         let connection = try loop.submit {
             ConnectSession(
                 url: target, configuration: configuration, settings: settings, printer: printer, recorder: recorder, eventLoop: loop)

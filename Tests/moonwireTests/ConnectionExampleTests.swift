@@ -45,6 +45,15 @@ import Testing
         #expect(r.stdout == "one\ntwo\n")
     }
 
+    /// As wscat's `-c localhost:8080`: a URL without a scheme is a ws:// one.
+    @Test func connectTakesAURLWithoutAScheme() throws {
+        let peer = try EchoPeer()
+        let r = try CommandRunner.run(["connect", "127.0.0.1:\(peer.port)/"], input: "one\n")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "one\n")
+        #expect(r.stderr.contains("connected to ws://127.0.0.1:\(peer.port)/"), "\(r.stderr)")
+    }
+
     @Test func connectExitsOneWhenThePeerClosesAbnormally() throws {
         let peer = try EchoPeer()
         let r = try CommandRunner.run(["connect", peer.url], input: "__close__ 4001 go away\n", closeInput: false)
