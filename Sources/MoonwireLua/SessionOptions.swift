@@ -360,7 +360,7 @@ public enum OptionDeclarations {
             },
             flags: [
                 Flag(name: "ca", short: nil, commands: [.connect], path: "tls.ca", help: "Trust the CAs in this PEM file.", valueName: "file"),
-                Flag(name: "insecure", short: nil, commands: [.connect], path: "tls.insecure", help: "Skip certificate verification.", valueName: nil),
+                Flag(name: "insecure", short: "k", commands: [.connect], path: "tls.insecure", help: "Skip certificate verification.", valueName: nil),
                 Flag(name: "tls-cert", short: nil, commands: [.listen], path: "tls.cert", help: "The server's PEM certificate (chain), for wss:// and tls://.", valueName: "file"),
                 Flag(name: "tls-key", short: nil, commands: [.listen], path: "tls.key", help: "The certificate's PEM private key.", valueName: "file"),
             ],

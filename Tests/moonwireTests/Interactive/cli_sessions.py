@@ -431,6 +431,8 @@ def case_tls():
         check(r.returncode == 1 and "cannot connect to" in r.stderr and "tls" in r.stderr, f"untrusted: {r.returncode} {r.stderr!r}")
         r = run("connect", "--insecure", listen.url, input="again\n")
         check(r.returncode == 0 and r.stdout == "again\n", f"--insecure: exit {r.returncode} {r.stderr!r}")
+        r = run("connect", "-k", listen.url, input="short\n")
+        check(r.returncode == 0 and r.stdout == "short\n", f"-k: exit {r.returncode} {r.stderr!r}")
         check(listen.interrupt() == 130, "listen did not exit 130")
 
 
