@@ -343,6 +343,19 @@ extension WebSocketInteropTests {
         }
         #expect(error.step == .tls, "\(error)")
     }
+
+    @Test("a refused upgrade's error carries the first line of the response's body", arguments: PeerProcess.Kind.allCases)
+    func refusalBody(kind: PeerProcess.Kind) async throws {
+        let peer = try PeerProcess(kind)
+        defer { peer.stop() }
+        let events = try await TestClient.run("ws://127.0.0.1:\(peer.port)/refuse")
+        guard case .fail(let error) = events.last else {
+            Issue.record("expected a failure: \(events)")
+            return
+        }
+        #expect(error.description == "handshake: HTTP 403 Forbidden: no token given")
+        #expect(error.httpStatus == 403)
+    }
 }
 
 @Suite("WebSocket dial failures name their step", .timeLimit(.minutes(5)))
@@ -375,6 +388,34 @@ struct WebSocketDialFailureTests {
         let error = try await failure("ws://127.0.0.1:\(peer.port)/")
         #expect(error?.description == "handshake: HTTP 401 Unauthorized")
         #expect(error?.httpStatus == 401)
+    }
+
+    @Test("handshake: an HTML error page adds nothing to the status line")
+    func htmlRefusal() async throws {
+        let page = "<html><head><title>404 Not Found</title></head><body>nginx</body></html>"
+        let peer = try await HostilePeer.start([], response: "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: \(page.utf8.count)\r\n\r\n\(page)")
+        defer { Task { await peer.stop() } }
+        let error = try await failure("ws://127.0.0.1:\(peer.port)/")
+        #expect(error?.description == "handshake: HTTP 404 Not Found")
+    }
+
+    @Test("the body line a refusal shows: text only, once, escaped and short")
+    func refusalLine() {
+        func message(_ body: [UInt8], reason: String = "Bad Request") -> String {
+            var refusal = Refusal(status: 400, reason: reason)
+            refusal.append(ByteBuffer(bytes: body))
+            return refusal.message
+        }
+        #expect(message(Array("\n  missing subprotocol.  \r\nmore\n".utf8)) == "HTTP 400 Bad Request: missing subprotocol.")
+        #expect(message(Array("Unauthorized".utf8), reason: "Unauthorized") == "HTTP 400 Unauthorized", "node's ws: the reason again")
+        #expect(message([0x66, 0xff, 0x66]) == "HTTP 400 Bad Request", "not UTF-8")
+        #expect(message(Array("a\u{1b}[2Jb".utf8)) == "HTTP 400 Bad Request: a\\u{1b}[2Jb")
+        #expect(message(Array(String(repeating: "x", count: 300).utf8)) == "HTTP 400 Bad Request: " + String(repeating: "x", count: 200) + "…")
+        #expect(message([]) == "HTTP 400 Bad Request")
+        #expect(message(Array("no reason".utf8), reason: "") == "HTTP 400: no reason")
+        var big = Refusal(status: 500, reason: "x")
+        big.append(ByteBuffer(bytes: [UInt8](repeating: 0x61, count: 5000)))
+        #expect(big.body.count == Refusal.bodyLimit)
     }
 
     @Test("handshake: a subprotocol we did not offer")

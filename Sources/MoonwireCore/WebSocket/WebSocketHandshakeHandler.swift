@@ -1,9 +1,15 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 
 /// Sends the upgrade request once the transport is up and reports why a handshake did not
 /// succeed: a non-101 response (NIO's upgrade handler passes those through), an error, or
 /// the connection closing first. Removed from the pipeline when the upgrade succeeds.
+///
+/// A refusal's body often says why (Python websockets: `HTTP 400 Bad Request: Failed to
+/// open a WebSocket connection: missing subprotocol.`), so its first line is part of the
+/// error when it came with the status line: the refusal is reported at the end of the
+/// response or of the read that brought its head, whichever is first, never later.
 final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundOut = HTTPClientRequestPart
@@ -11,6 +17,8 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
     private let request: HTTPRequestHead
     private let onFailure: (Error) -> Void
     private var sent = false
+    /// A non-101 response being read.
+    private var refusal: Refusal?
 
     init(request: HTTPRequestHead, onFailure: @escaping (Error) -> Void) {
         self.request = request
@@ -34,13 +42,25 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let response) = self.unwrapInboundIn(data) {
-            let status = Int(response.status.code)
-            let reason = response.status.reasonPhrase
-            let message = reason.isEmpty ? "HTTP \(status)" : "HTTP \(status) \(reason)"
-            self.onFailure(ConnectionError.handshake(message, status: status))
-            context.close(promise: nil)
+        switch self.unwrapInboundIn(data) {
+        case .head(let response):
+            self.refusal = Refusal(status: Int(response.status.code), reason: response.status.reasonPhrase)
+        case .body(let part):
+            self.refusal?.append(part)
+        case .end:
+            self.refuse(context: context)
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.refuse(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    private func refuse(context: ChannelHandlerContext) {
+        guard let refusal = self.refusal.take() else { return }
+        self.onFailure(ConnectionError.handshake(refusal.message, status: refusal.status))
+        context.close(promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
@@ -49,7 +69,57 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        self.refuse(context: context)
         self.onFailure(ConnectionError.handshake("connection closed during the handshake"))
         context.fireChannelInactive()
+    }
+}
+
+/// A refused upgrade's status line and the start of its body.
+struct Refusal {
+    /// Body bytes kept: enough for a line of explanation.
+    static let bodyLimit = 1024
+    /// Characters of the body's line shown at most.
+    static let lineLimit = 200
+
+    let status: Int
+    let reason: String
+    private(set) var body: [UInt8] = []
+
+    init(status: Int, reason: String) {
+        self.status = status
+        self.reason = reason
+    }
+
+    mutating func append(_ part: ByteBuffer) {
+        let room = Self.bodyLimit - self.body.count
+        guard room > 0 else { return }
+        self.body += part.readableBytesView.prefix(room)
+    }
+
+    /// `HTTP 403 Forbidden`, then `: ` and the body's first line when it says more.
+    var message: String {
+        let status = self.reason.isEmpty ? "HTTP \(self.status)" : "HTTP \(self.status) \(self.reason)"
+        guard let line = self.explanation else { return status }
+        return status + ": " + line
+    }
+
+    /// The body's first non-empty line, when it is UTF-8 text that is not markup (an HTML
+    /// error page) and not just the reason phrase again (node's ws sends that); control
+    /// characters shown as `\u{1b}`, at most ``lineLimit`` characters.
+    var explanation: String? {
+        guard let text = String(validating: self.body, as: UTF8.self) else { return nil }
+        let lines = text.split(whereSeparator: \.isNewline).lazy.map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let line = lines.first(where: { !$0.isEmpty }), !line.hasPrefix("<"),
+              line.lowercased() != self.reason.lowercased() else { return nil }
+        var shown = ""
+        for scalar in line.unicodeScalars {
+            if scalar.properties.generalCategory == .control {
+                shown += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                shown.unicodeScalars.append(scalar)
+            }
+        }
+        return shown.count > Self.lineLimit ? String(shown.prefix(Self.lineLimit)) + "…" : shown
     }
 }

@@ -4,7 +4,7 @@ usage: python echo_websockets.py [--tls CERT KEY]
 Prints "READY <port>", then one "CLOSE <code> <reason>" line per client close.
 Echoes every message with its type; subprotocols chat.v2 and echo are accepted;
 "__headers__" replies with the request headers as JSON; "__close__ CODE REASON" makes
-the server close with that code.
+the server close with that code. An upgrade to /refuse is refused: 403, body "no token given".
 """
 import asyncio
 import json
@@ -34,6 +34,12 @@ async def handler(ws):
         print(f"CLOSE {rcvd.code} {rcvd.reason}", flush=True)
 
 
+def process_request(connection, request):
+    if request.path == "/refuse":
+        return connection.respond(403, "no token given\n")
+    return None
+
+
 def select_subprotocol(connection, offered):
     # Unlike subprotocols=[...], this also accepts clients that offer none.
     return next((p for p in ("chat.v2", "echo") if p in offered), None)
@@ -45,6 +51,7 @@ async def main():
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(sys.argv[2], sys.argv[3])
     async with serve(handler, "127.0.0.1", 0, ssl=context, select_subprotocol=select_subprotocol,
+                     process_request=process_request,
                      max_size=64 * 1024 * 1024, compression="deflate") as server:
         port = server.sockets[0].getsockname()[1]
         print(f"READY {port}", flush=True)
