@@ -344,6 +344,29 @@ extension WebSocketInteropTests {
         #expect(error.step == .tls, "\(error)")
     }
 
+    @Test("ws://user:password@host/ is HTTP Basic authentication; an Authorization header of the script's wins", arguments: PeerProcess.Kind.allCases)
+    func credentialsInTheURL(kind: PeerProcess.Kind) async throws {
+        let peer = try PeerProcess(kind)
+        defer { peer.stop() }
+        let echo = ClientScript(onOpen: { c, _ in try? c.send(.text("__headers__"), kind: .text) }, onMessage: { c, _, _ in try? c.close() })
+        let events = try await TestClient.run("ws://ann:s%40cret%201@127.0.0.1:\(peer.port)/private", script: echo)
+        let headers = try events.compactMap(\.text).first.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(headers??["authorization"] as? String == "Basic YW5uOnNAY3JldCAx", "\(events)")
+
+        let wrong = try await TestClient.run("ws://ann:guess@127.0.0.1:\(peer.port)/private")
+        guard case .fail(let error) = wrong.last else {
+            Issue.record("expected a failure: \(wrong)")
+            return
+        }
+        #expect(error.httpStatus == 401, "\(error)")
+
+        var options = WebSocketClientOptions()
+        options.headers = [("Authorization", "Bearer t0k3n")]
+        let own = try await TestClient.run("ws://ann:s%40cret%201@127.0.0.1:\(peer.port)/", options: options, script: echo)
+        let sent = try own.compactMap(\.text).first.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(sent??["authorization"] as? String == "Bearer t0k3n", "\(own)")
+    }
+
     @Test("a refused upgrade's error carries the first line of the response's body", arguments: PeerProcess.Kind.allCases)
     func refusalBody(kind: PeerProcess.Kind) async throws {
         let peer = try PeerProcess(kind)

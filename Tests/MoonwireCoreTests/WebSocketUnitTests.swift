@@ -377,8 +377,16 @@ struct WebSocketUnitTests {
         #expect(b.host == "::1" && b.port == 8443 && b.requestTarget == "/" && b.secure && b.hostIsIPAddress)
         #expect(b.hostHeader == "[::1]:8443")
         #expect(try WebSocketURL("ws://h?q").requestTarget == "/?q")
-        for bad in ["http://x/", "ws://", "ws://h:0/", "ws://h:99999/", "ws://u@h/", "ws://h/#f", "ws://[::1/", "ws://::1/"] {
+        for bad in ["http://x/", "ws://", "ws://h:0/", "ws://h:99999/", "ws://@h/", "ws://u:%zz@h/", "ws://h/#f", "ws://[::1/", "ws://::1/"] {
             #expect(throws: WebSocketURL.ParseError.self, "\(bad)") { _ = try WebSocketURL(bad) }
+        }
+        let secret = try WebSocketURL("ws://ann:s%40cret@h:9/x")
+        #expect(secret.credentials == Credentials(user: "ann", password: "s@cret"))
+        #expect(secret.description == "ws://h:9/x" && secret.host == "h" && secret.port == 9)
+        #expect(try WebSocketURL("ws://u@h/").credentials == Credentials(user: "u", password: ""))
+        #expect(try WebSocketURL("ws://h/").credentials == nil)
+        #expect(throws: WebSocketURL.ParseError(message: "invalid WebSocket URL 'ws://ann:***@h/#f': fragments are not allowed")) {
+            _ = try WebSocketURL("ws://ann:s3cret@h/#f")
         }
     }
 

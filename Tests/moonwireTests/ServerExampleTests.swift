@@ -25,6 +25,12 @@ import Testing
         #expect(r.stdout == "[first]\n[second, with $3:odd bytes]\n[]\n")
     }
 
+    @Test func basicAuthInTheURL() throws {
+        let r = try CommandRunner.run("run", "examples/basic_auth.lua")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "ann: welcome, ann\nbob: closed 1008 who are you?\n")
+    }
+
     @Test func resilientBotSurvivesItsServerRestarting() throws {
         let r = try CommandRunner.run("run", "examples/resilient_bot.lua")
         #expect(r.status == 0, "\(r.stderr)")

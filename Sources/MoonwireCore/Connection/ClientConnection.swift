@@ -306,6 +306,9 @@ public final class ClientConnection {
         for (name, value) in options.headers {
             headers.add(name: name, value: value)
         }
+        if let credentials = url.credentials, !headers.contains(name: "Authorization") {
+            headers.add(name: "Authorization", value: credentials.basic)
+        }
         return HTTPRequestHead(version: .http1_1, method: .GET, uri: url.requestTarget, headers: headers)
     }
 

@@ -52,3 +52,58 @@ struct HostPort {
         host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 }
+
+/// The `user:password@` of a URL, percent-decoded, one parser for every URL that may carry
+/// it: sent as HTTP Basic authentication (RFC 7617), `Authorization` to a WebSocket
+/// server, `Proxy-Authorization` to an HTTP proxy.
+///
+/// ```swift
+/// let (credentials, rest) = try Credentials.split("ann:s%40cret@example.com:80", fail: fail)
+/// credentials?.password   // "s@cret"
+/// rest                    // "example.com:80"
+/// ```
+public struct Credentials: Sendable, Hashable {
+    public var user: String
+    public var password: String
+
+    public init(user: String, password: String) {
+        self.user = user
+        self.password = password
+    }
+
+    /// The header value: `Basic ` and the base64 of `user:password`.
+    public var basic: String { "Basic " + BinaryText.base64(Array("\(self.user):\(self.password)".utf8)) }
+
+    /// Takes the user info off an authority (`user[:password]@host:port`): nil when there
+    /// is none. The user name may not be empty; a missing password is an empty one.
+    static func split<E: Error>(_ authority: Substring, fail: (String) -> E) throws(E) -> (Credentials?, Substring) {
+        guard let at = authority.lastIndex(of: "@") else { return (nil, authority) }
+        let parts = authority[..<at].split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let user = Self.percentDecoded(parts[0]), !user.isEmpty else { throw fail("bad user name") }
+        guard let password = Self.percentDecoded(parts.count > 1 ? parts[1] : "") else { throw fail("bad password") }
+        return (Credentials(user: user, password: password), authority[authority.index(after: at)...])
+    }
+
+    /// The URL with the password of its user info, if any, replaced by `***`, for messages.
+    static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@") else { return url }
+        let start = url.range(of: "://")?.upperBound ?? url.startIndex
+        guard start < at, let colon = url[start..<at].firstIndex(of: ":") else { return url }
+        return String(url[...colon]) + "***" + String(url[at...])
+    }
+
+    private static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var utf8 = text.utf8[...]
+        while let byte = utf8.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard utf8.count >= 2, let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(value)
+            utf8 = utf8.dropFirst(2)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+}

@@ -26,8 +26,9 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
     public var host: String
     public var port: Int
     /// For `http://user:pass@host:port`: sent as `Proxy-Authorization: Basic`.
-    public var username: String?
-    public var password: String?
+    public var credentials: Credentials?
+    public var username: String? { self.credentials?.user }
+    public var password: String? { self.credentials?.password }
 
     /// Parses `http://[user:pass@]host[:port]` or `socks5://host[:port]`; the port
     /// defaults to 80 (http) and 1080 (socks5). A value without a scheme (as proxy
@@ -35,7 +36,7 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
     /// SOCKS5 authentication are not supported.
     public init(_ string: String) throws(ParseError) {
         func fail(_ why: String) -> ParseError {
-            ParseError(message: "'\(Self.redacted(string))' is not a proxy URL: \(why); expected http://[user:pass@]host:port or socks5://host:port")
+            ParseError(message: "'\(Credentials.redacted(string))' is not a proxy URL: \(why); expected http://[user:pass@]host:port or socks5://host:port")
         }
         var rest = Substring(string)
         if let schemeEnd = rest.range(of: "://") {
@@ -51,16 +52,8 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
         }
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard !rest.contains("/"), !rest.contains("?"), !rest.contains("#") else { throw fail("a proxy URL has no path") }
-        if let at = rest.lastIndex(of: "@") {
-            let userInfo = rest[..<at]
-            rest = rest[rest.index(after: at)...]
-            guard self.kind == .http else { throw fail("SOCKS5 with a user name and password is not supported") }
-            let parts = userInfo.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let user = Self.percentDecoded(parts[0]), !user.isEmpty else { throw fail("bad user name") }
-            self.username = user
-            guard let password = Self.percentDecoded(parts.count > 1 ? parts[1] : "") else { throw fail("bad password") }
-            self.password = password
-        }
+        (self.credentials, rest) = try Credentials.split(rest, fail: fail)
+        if self.credentials != nil, self.kind != .http { throw fail("SOCKS5 with a user name and password is not supported") }
         let hostPort = try HostPort.parse(rest, portRange: 1...65535, fail: fail)
         self.host = hostPort.host
         self.port = hostPort.port ?? (self.kind == .http ? 80 : 1080)
@@ -77,29 +70,6 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
 
     /// `http proxy 127.0.0.1:3128` / `socks5 proxy 127.0.0.1:1080`.
     var name: String { "\(self.kind.rawValue) proxy \(self.hostPort)" }
-
-    /// The URL with its password, if any, replaced by `***`, for messages.
-    static func redacted(_ url: String) -> String {
-        guard let at = url.lastIndex(of: "@") else { return url }
-        let start = url.range(of: "://")?.upperBound ?? url.startIndex
-        guard start < at, let colon = url[start..<at].firstIndex(of: ":") else { return url }
-        return String(url[...colon]) + "***" + String(url[at...])
-    }
-
-    private static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var utf8 = text.utf8[...]
-        while let byte = utf8.popFirst() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard utf8.count >= 2, let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(value)
-            utf8 = utf8.dropFirst(2)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
 }
 
 /// Which proxy, if any, a client connection uses: the `proxy` option of `mw.connect`.

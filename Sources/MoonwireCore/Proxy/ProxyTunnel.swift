@@ -51,9 +51,8 @@ final class ProxyTunnel {
         case .http:
             var headers = HTTPHeaders()
             headers.add(name: "Host", value: tunnel.target)
-            if let user = proxy.username {
-                let credentials = BinaryText.base64(Array("\(user):\(proxy.password ?? "")".utf8))
-                headers.add(name: "Proxy-Authorization", value: "Basic \(credentials)")
+            if let credentials = proxy.credentials {
+                headers.add(name: "Proxy-Authorization", value: credentials.basic)
             }
             let connected = channel.eventLoop.makePromise(of: Void.self)
             let hold = ResponseHold()

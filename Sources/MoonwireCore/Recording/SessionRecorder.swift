@@ -179,8 +179,10 @@ enum Redaction {
         return secretWords.contains { n.contains($0) }
     }
 
-    /// Query parameters whose name looks like a secret keep their name, not their value.
-    static func url(_ text: String) -> String {
+    /// Query parameters whose name looks like a secret keep their name, not their value;
+    /// a password before the host becomes `***`.
+    static func url(_ url: String) -> String {
+        let text = Credentials.redacted(url)
         guard let q = text.firstIndex(of: "?") else { return text }
         let query = text[text.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -17,6 +17,10 @@ public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
     public var port: Int
     /// Path and query as sent in the request line; `/` when the URL has none.
     public var requestTarget: String
+    /// `ws://user:password@host/`: sent as `Authorization: Basic`, as browsers, Python
+    /// websockets and node's ws do, unless the headers have an `Authorization` of their
+    /// own. Never part of ``description``.
+    public var credentials: Credentials?
 
     /// An error naming what is wrong with a URL string.
     public struct ParseError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -26,18 +30,18 @@ public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
         public var description: String { self.message }
     }
 
-    /// Parses `string`; throws for other schemes, a missing host, a bad port, user info or
-    /// a fragment (which RFC 6455 forbids).
+    /// Parses `string`; throws for other schemes, a missing host, a bad port, bad user info
+    /// or a fragment (which RFC 6455 forbids).
     public init(_ string: String) throws(ParseError) {
-        func fail(_ why: String) -> ParseError { ParseError(message: "invalid WebSocket URL '\(string)': \(why)") }
+        func fail(_ why: String) -> ParseError { ParseError(message: "invalid WebSocket URL '\(Credentials.redacted(string))': \(why)") }
         let scheme = try HostPort.scheme(of: string, plain: "ws", secure: "wss", fail: fail)
         self.secure = scheme.secure
         var rest = scheme.rest
         if rest.contains("#") { throw fail("fragments are not allowed") }
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
-        let authority = rest[..<authorityEnd]
+        let authority: Substring
+        (self.credentials, authority) = try Credentials.split(rest[..<authorityEnd], fail: fail)
         rest = rest[authorityEnd...]
-        if authority.contains("@") { throw fail("user info is not supported; send credentials in a header") }
 
         let parsed = try HostPort.parse(authority, portRange: 1...65535, fail: fail)
         self.host = parsed.host

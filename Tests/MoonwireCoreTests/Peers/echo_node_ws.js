@@ -3,7 +3,8 @@
 // Prints "READY <port>", then one "CLOSE <code> <reason>" line per client close.
 // Echoes every message with its opcode; subprotocols chat.v2 and echo are accepted;
 // "__headers__" replies with the request headers as JSON; "__close__ CODE REASON" makes
-// the server close with that code. An upgrade to /refuse is refused: 403, body "no token given".
+// the server close with that code. An upgrade to /refuse is refused: 403, body "no token given";
+// one to /private needs HTTP Basic authentication as ann, password "s@cret 1", else 401.
 module.paths.push('/usr/share/nodejs');
 const fs = require('fs');
 const http = require('http');
@@ -19,7 +20,12 @@ const wss = new WebSocketServer({
   perMessageDeflate: true,
   maxPayload: 64 * 1024 * 1024,
   handleProtocols: (protocols) => ['chat.v2', 'echo'].find((p) => protocols.has(p)) || false,
-  verifyClient: (info, done) => (info.req.url === '/refuse' ? done(false, 403, 'no token given') : done(true)),
+  verifyClient: (info, done) => {
+    if (info.req.url === '/refuse') return done(false, 403, 'no token given');
+    const basic = 'Basic ' + Buffer.from('ann:s@cret 1').toString('base64');
+    if (info.req.url === '/private' && info.req.headers.authorization !== basic) return done(false, 401);
+    return done(true);
+  },
 });
 wss.on('connection', (ws, req) => {
   ws.on('message', (data, isBinary) => {

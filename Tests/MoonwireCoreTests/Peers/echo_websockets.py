@@ -4,14 +4,16 @@ usage: python echo_websockets.py [--tls CERT KEY]
 Prints "READY <port>", then one "CLOSE <code> <reason>" line per client close.
 Echoes every message with its type; subprotocols chat.v2 and echo are accepted;
 "__headers__" replies with the request headers as JSON; "__close__ CODE REASON" makes
-the server close with that code. An upgrade to /refuse is refused: 403, body "no token given".
+the server close with that code. An upgrade to /refuse is refused: 403, body "no token given";
+one to /private needs HTTP Basic authentication as ann, password "s@cret 1" (websockets'
+own basic_auth), else 401.
 """
 import asyncio
 import json
 import ssl
 import sys
 
-from websockets.asyncio.server import serve
+from websockets.asyncio.server import basic_auth, serve
 from websockets.exceptions import ConnectionClosed
 
 from peer_lifetime import until_parent_exits
@@ -34,9 +36,14 @@ async def handler(ws):
         print(f"CLOSE {rcvd.code} {rcvd.reason}", flush=True)
 
 
-def process_request(connection, request):
+private = basic_auth(realm="moonwire-test", credentials=("ann", "s@cret 1"))
+
+
+async def process_request(connection, request):
     if request.path == "/refuse":
         return connection.respond(403, "no token given\n")
+    if request.path == "/private":
+        return await private(connection, request)
     return None
 
 
