@@ -308,12 +308,9 @@ struct WebSocketInteropTests {
         #expect(error.description.contains("sha256/\(files.serverPin)"), "\(error)")
 
         let untrusted = try await TestClient.run("wss://127.0.0.1:\(peer.port)/")
-        guard case .fail(let error) = untrusted.last else {
-            Issue.record("expected a failure: \(untrusted)")
-            return
-        }
-        #expect(error.step == .tls, "\(error)")
-        #expect(error.description.hasPrefix("tls: certificate verify failed"), "\(error)")
+        let refusal = try #require(untrusted.failure, "expected a failure: \(untrusted)")
+        #expect(refusal.step == .tls, "\(refusal)")
+        #expect(refusal.description.hasPrefix("tls: certificate verify failed"), "\(refusal)")
     }
 }
 
@@ -337,10 +334,7 @@ extension WebSocketInteropTests {
 
         options.tls = TLSOptions(caFile: files.ca)
         let refused = try await TestClient.run("wss://localhost:\(peer.port)/", options: options)
-        guard case .fail(let error) = refused.last else {
-            Issue.record("expected a failure: \(refused)")
-            return
-        }
+        let error = try #require(refused.failure, "expected a failure: \(refused)")
         #expect(error.step == .tls, "\(error)")
     }
 
@@ -354,10 +348,7 @@ extension WebSocketInteropTests {
         #expect(headers??["authorization"] as? String == "Basic YW5uOnNAY3JldCAx", "\(events)")
 
         let wrong = try await TestClient.run("ws://ann:guess@127.0.0.1:\(peer.port)/private")
-        guard case .fail(let error) = wrong.last else {
-            Issue.record("expected a failure: \(wrong)")
-            return
-        }
+        let error = try #require(wrong.failure, "expected a failure: \(wrong)")
         #expect(error.httpStatus == 401, "\(error)")
 
         var options = WebSocketClientOptions()
@@ -372,10 +363,7 @@ extension WebSocketInteropTests {
         let peer = try PeerProcess(kind)
         defer { peer.stop() }
         let events = try await TestClient.run("ws://127.0.0.1:\(peer.port)/refuse")
-        guard case .fail(let error) = events.last else {
-            Issue.record("expected a failure: \(events)")
-            return
-        }
+        let error = try #require(events.failure, "expected a failure: \(events)")
         #expect(error.description == "handshake: HTTP 403 Forbidden: no token given")
         #expect(error.httpStatus == 403)
     }

@@ -19,6 +19,14 @@ enum ClientEvent: Sendable, Equatable {
     }
 }
 
+extension [ClientEvent] {
+    /// Why the connection failed, when that is the last event.
+    var failure: ConnectionError? {
+        if case .fail(let error) = self.last { return error }
+        return nil
+    }
+}
+
 /// Callbacks a test gives its client; they run on the connection's loop.
 struct ClientScript: Sendable {
     var onOpen: @Sendable (ClientConnection, ConnectionOpenInfo) -> Void = { _, _ in }
