@@ -427,6 +427,10 @@ struct WebSocketDialFailureTests {
         var big = Refusal(status: 500, reason: "x")
         big.append(ByteBuffer(bytes: [UInt8](repeating: 0x61, count: 5000)))
         #expect(big.body.count == Refusal.bodyLimit)
+        // One line longer than the bytes kept, cut inside a character: still shown.
+        var cut = Refusal(status: 500, reason: "x")
+        cut.append(ByteBuffer(bytes: [0x61] + Array(String(repeating: "é", count: 600).utf8)))
+        #expect(cut.message == "HTTP 500 x: a" + String(repeating: "é", count: 199) + "…")
     }
 
     @Test("handshake: a subprotocol we did not offer")

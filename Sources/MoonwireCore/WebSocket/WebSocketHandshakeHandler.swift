@@ -64,6 +64,8 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A body that does not parse (bad chunking) after a refusal's head: the status wins.
+        self.refuse(context: context)
         self.onFailure(error)
         context.close(promise: nil)
     }
@@ -108,10 +110,17 @@ struct Refusal {
     /// error page) and not just the reason phrase again (node's ws sends that); control
     /// characters shown as `\u{1b}`, at most ``lineLimit`` characters.
     var explanation: String? {
-        guard let text = String(validating: self.body, as: UTF8.self) else { return nil }
-        let lines = text.split(whereSeparator: \.isNewline).lazy.map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let line = lines.first(where: { !$0.isEmpty }), !line.hasPrefix("<"),
-              line.lowercased() != self.reason.lowercased() else { return nil }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        let rest = self.body.drop(while: isSpace)
+        var bytes = rest.prefix { $0 != 0x0D && $0 != 0x0A }
+        // A line cut by bodyLimit may end inside a character: drop its first bytes.
+        if bytes.count == rest.count, self.body.count == Self.bodyLimit {
+            while let last = bytes.last, last & 0xC0 == 0x80 { bytes = bytes.dropLast() }
+            if let last = bytes.last, last >= 0xC0 { bytes = bytes.dropLast() }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+        let line = text.trimmingCharacters(in: .whitespaces)
+        guard !line.isEmpty, !line.hasPrefix("<"), line.lowercased() != self.reason.lowercased() else { return nil }
         var shown = ""
         for scalar in line.unicodeScalars {
             if scalar.properties.generalCategory == .control {
