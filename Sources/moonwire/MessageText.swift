@@ -35,20 +35,6 @@ enum MessageText {
         return !bytes.contains { ($0 < 0x20 && $0 != 0x09 && $0 != 0x0a && $0 != 0x0d) || $0 == 0x7f }
     }
 
-    /// Text made safe for a terminal: control characters (escape sequences from a peer
-    /// could move the cursor or change colours) are written as `\u{1b}` escapes.
-    static func printable(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x09, 0x0a: out.unicodeScalars.append(scalar)
-            case 0..<0x20, 0x7f, 0x80..<0xa0: out += "\\u{\(String(scalar.value, radix: 16))}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
-
     /// The message re-indented with two spaces, keys in their order and numbers as
     /// written, if it is a JSON object or array; nil otherwise. The native codec reads the
     /// frame's bytes (RapidJSON, `mwj_pretty`); strings are re-escaped, control characters

@@ -32,7 +32,7 @@ struct ReplayShow {
     /// A message as text: decoded with the codec when binary, as hex when binary and no
     /// codec is given (or it does not decode: the reason, then the bytes), else the text.
     func text(of message: RecordedMessage) -> String {
-        guard message.kind == .binary else { return MessageText.printable(String(decoding: message.data, as: UTF8.self)) }
+        guard message.kind == .binary else { return TerminalText.printable(String(decoding: message.data, as: UTF8.self)) }
         return Self.binaryText(message.data, codec: codec)
     }
 

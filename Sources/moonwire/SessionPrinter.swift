@@ -78,12 +78,12 @@ final class SessionPrinter: @unchecked Sendable {
             switch options.binaryAs {
             case .hex: lines = ["binary, \(bytes.count) bytes"] + MessageText.hexdump(bytes).map { "  " + $0 }
             case .base64: lines = ["binary: " + BinaryText.base64(bytes)]
-            case .text: lines = [MessageText.printable(String(decoding: bytes, as: UTF8.self))]
+            case .text: lines = [TerminalText.printable(String(decoding: bytes, as: UTF8.self))]
             }
         } else if options.json, let pretty = MessageText.prettyJSON(bytes) {
             lines = [pretty]
         } else {
-            lines = [MessageText.printable(String(decoding: bytes, as: UTF8.self))]
+            lines = [TerminalText.printable(String(decoding: bytes, as: UTF8.self))]
         }
         console.write(head + lines.joined(separator: "\n") + "\n")
     }

@@ -7,7 +7,7 @@ struct ProxySettingsTests {
     func parsing() throws {
         let http = try ProxySettings("http://ann:s%40cret@proxy.example:3128/")
         #expect(http.kind == .http && http.host == "proxy.example" && http.port == 3128)
-        #expect(http.username == "ann" && http.password == "s@cret")
+        #expect(http.credentials == Credentials(user: "ann", password: "s@cret"))
         #expect(http.description == "http://ann:***@proxy.example:3128")
         #expect(try ProxySettings("proxy.example").port == 80)
         #expect(try ProxySettings("socks5://[::1]").port == 1080)

@@ -1,4 +1,5 @@
 import Testing
+import MoonwireCore
 
 @testable import moonwire
 
@@ -74,7 +75,7 @@ import Testing
     }
 
     @Test func controlCharactersAreShownNotObeyed() {
-        #expect(MessageText.printable("a\u{1b}[2Jb\tc\nd") == "a\\u{1b}[2Jb\tc\nd")
+        #expect(TerminalText.printable("a\u{1b}[2Jb\tc\nd") == "a\\u{1b}[2Jb\tc\nd")
         #expect(MessageText.looksLikeText(Array("héllo\n".utf8)))
         #expect(!MessageText.looksLikeText([0x00, 0x41]))
         #expect(!MessageText.looksLikeText([0xff, 0xfe]))

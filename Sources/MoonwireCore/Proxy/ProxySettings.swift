@@ -27,8 +27,6 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
     public var port: Int
     /// For `http://user:pass@host:port`: sent as `Proxy-Authorization: Basic`.
     public var credentials: Credentials?
-    public var username: String? { self.credentials?.user }
-    public var password: String? { self.credentials?.password }
 
     /// Parses `http://[user:pass@]host[:port]` or `socks5://host[:port]`; the port
     /// defaults to 80 (http) and 1080 (socks5). A value without a scheme (as proxy
@@ -64,7 +62,7 @@ public struct ProxySettings: Sendable, Hashable, CustomStringConvertible {
 
     /// The URL without the password.
     public var description: String {
-        let user = self.username.map { "\($0):***@" } ?? ""
+        let user = self.credentials.map { "\($0.user):***@" } ?? ""
         return "\(self.kind.rawValue)://\(user)\(self.hostPort)"
     }
 

@@ -129,7 +129,7 @@ final class ProxyTunnel {
             if let status = self.status, !(200..<300).contains(status.code) {
                 var words = "refused CONNECT to \(self.target): \(status.code) \(status.reasonPhrase)"
                 if status.code == 407 || status.code == 401 {
-                    words += self.proxy.username == nil
+                    words += self.proxy.credentials == nil
                         ? " (give the user name and password in the proxy URL: http://user:pass@host:port)"
                         : " (wrong user name or password?)"
                 }

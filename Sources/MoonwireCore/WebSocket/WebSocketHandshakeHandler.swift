@@ -107,8 +107,8 @@ struct Refusal {
     }
 
     /// The body's first non-empty line, when it is UTF-8 text that is not markup (an HTML
-    /// error page) and not just the reason phrase again (node's ws sends that); control
-    /// characters shown as `\u{1b}`, at most ``lineLimit`` characters.
+    /// error page) and not just the reason phrase again (node's ws sends that); printable
+    /// (``TerminalText``), at most ``lineLimit`` characters.
     var explanation: String? {
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
         let rest = self.body.drop(while: isSpace)
@@ -121,14 +121,7 @@ struct Refusal {
         guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
         let line = text.trimmingCharacters(in: .whitespaces)
         guard !line.isEmpty, !line.hasPrefix("<"), line.lowercased() != self.reason.lowercased() else { return nil }
-        var shown = ""
-        for scalar in line.unicodeScalars {
-            if scalar.properties.generalCategory == .control {
-                shown += "\\u{\(String(scalar.value, radix: 16))}"
-            } else {
-                shown.unicodeScalars.append(scalar)
-            }
-        }
+        let shown = TerminalText.printable(line)
         return shown.count > Self.lineLimit ? String(shown.prefix(Self.lineLimit)) + "…" : shown
     }
 }

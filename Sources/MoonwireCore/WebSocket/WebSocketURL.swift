@@ -17,8 +17,8 @@ public struct WebSocketURL: Sendable, Hashable, CustomStringConvertible {
     public var port: Int
     /// Path and query as sent in the request line; `/` when the URL has none.
     public var requestTarget: String
-    /// `ws://user:password@host/`: sent as `Authorization: Basic`, as browsers, Python
-    /// websockets and node's ws do, unless the headers have an `Authorization` of their
+    /// `ws://user:password@host/`: sent as `Authorization: Basic`, as Python websockets
+    /// and node's ws do, unless the headers have an `Authorization` of their
     /// own. Never part of ``description``.
     public var credentials: Credentials?
 
